@@ -1,0 +1,132 @@
+//! Typed settings of the storage engine, with Kafka's names and defaults where Kafka
+//! has the same knob, each validated before a partition or shard uses it.
+
+use std::time::Duration;
+
+use super::{Result, StorageError};
+
+/// Largest batch recovery will read as one unit. A length field read from disk above
+/// this is treated as corruption rather than allocated.
+pub const STORED_BATCH_BYTES_MAX: usize = 128 << 20;
+
+/// How a segment file gets its disk space as it grows. Chosen by measurement (see
+/// `benches/durable_append.rs` and the README): the difference is what the fdatasync
+/// after each group commit has to persist besides the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileGrowth {
+    /// Plain appending writes: each flush extends the file and fdatasync persists the
+    /// new size with the data.
+    Append,
+    /// `fallocate` the next `step_bytes` whenever the writes pass the allocated end;
+    /// writes then land in unwritten extents that fdatasync must convert.
+    Fallocate {
+        /// Bytes allocated per step.
+        step_bytes: u64,
+    },
+    /// Write zeros `step_bytes` ahead of the tail, so later flushes overwrite blocks
+    /// that are already written and allocated.
+    ZeroFill {
+        /// Bytes of zeros written per step.
+        step_bytes: u64,
+    },
+}
+
+/// Per-partition log settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Roll to a new segment when the active one would pass this size (`segment.bytes`).
+    pub segment_bytes: u64,
+    /// Roll when the active segment is older than this (`segment.ms`).
+    pub segment_age_max: Option<Duration>,
+    /// Delete sealed segments whose newest record is older than this (`retention.ms`).
+    pub retention_age_max: Option<Duration>,
+    /// Delete the oldest sealed segments while the log is larger than this
+    /// (`retention.bytes`).
+    pub retention_bytes_max: Option<u64>,
+    /// Add an index entry after at least this many log bytes (`index.interval.bytes`).
+    pub index_interval_bytes: u64,
+    /// Largest in-memory write chunk; full chunks wait for the next flush.
+    pub write_chunk_bytes_max: usize,
+    /// How segment files grow.
+    pub growth: FileGrowth,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_age_max: Some(Duration::from_secs(7 * 24 * 3600)),
+            retention_age_max: Some(Duration::from_secs(7 * 24 * 3600)),
+            retention_bytes_max: None,
+            index_interval_bytes: 4096,
+            write_chunk_bytes_max: 1 << 20,
+            growth: FileGrowth::Append,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Checks every value against its range; the error names the setting.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |s: String| Err(StorageError::InvalidConfig(s));
+        if self.segment_bytes < 4096 || self.segment_bytes > i32::MAX as u64 {
+            return bad(format!(
+                "segment_bytes {} must be within [4096, {}] (index positions are 32-bit)",
+                self.segment_bytes,
+                i32::MAX
+            ));
+        }
+        if self.index_interval_bytes == 0 {
+            return bad("index_interval_bytes must be positive".into());
+        }
+        if self.write_chunk_bytes_max < 16 << 10 || self.write_chunk_bytes_max > 64 << 20 {
+            return bad(format!(
+                "write_chunk_bytes_max {} must be within [16 KiB, 64 MiB]",
+                self.write_chunk_bytes_max
+            ));
+        }
+        match self.growth {
+            FileGrowth::Fallocate { step_bytes } | FileGrowth::ZeroFill { step_bytes }
+                if step_bytes == 0 || step_bytes % 4096 != 0 =>
+            {
+                bad(format!(
+                    "growth step {step_bytes} must be a positive multiple of 4096"
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Whether a flush makes data durable or only hands it to the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushMode {
+    /// Write, then fdatasync every touched file: an acknowledged append survives power
+    /// loss. The default.
+    Fsync,
+    /// Write without fdatasync: acknowledged appends survive a process crash but not a
+    /// power loss. For comparison runs only.
+    WriteOnly,
+}
+
+/// Per-shard group-commit settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushConfig {
+    /// How long the first unflushed append waits for company before a flush starts.
+    /// Zero flushes as soon as the reactor is free, batching whatever arrived meanwhile.
+    pub interval: Duration,
+    /// Start a flush early once this many bytes are waiting.
+    pub dirty_bytes_max: u64,
+    /// Durable or write-only.
+    pub mode: FlushMode,
+}
+
+impl Default for FlushConfig {
+    fn default() -> Self {
+        FlushConfig {
+            interval: Duration::from_millis(1),
+            dirty_bytes_max: 16 << 20,
+            mode: FlushMode::Fsync,
+        }
+    }
+}

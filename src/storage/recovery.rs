@@ -1,0 +1,324 @@
+//! Opening a segment that is already on disk, repairing what a crash left behind.
+//!
+//! The log is the truth; the indexes are derived from it. Opening a segment:
+//! 1. decodes `.index` and `.timeindex`, keeping their valid prefixes; a missing file or
+//!    one with garbage after its valid prefix (not just zero padding) discards both;
+//! 2. replays the log from the last offset index entry (or from the start), checking
+//!    every batch's header, length, CRC-32C and that its base offset continues the
+//!    previous batch's offsets densely;
+//! 3. truncates the log at the first batch that fails (torn, zeroed, corrupt), so what
+//!    remains is a prefix of what was written, never a half-kept batch;
+//! 4. rewrites the index files when they differ from the replayed indexes.
+//!
+//! A batch that was acknowledged as durable was fsynced whole, so it passes every check
+//! and is kept; only bytes past the last fsync can fail them.
+
+use std::{path::Path, rc::Rc};
+
+use bytes::Bytes;
+use glommio::io::DmaFile;
+
+use super::{
+    config::{LogConfig, STORED_BATCH_BYTES_MAX},
+    record_batch::{self, BatchHeader, HEADER_BYTES},
+    segment::{open_dma, Segment, SegmentPaths},
+    segment_appender::SegmentAppender,
+    segment_index::{IndexedBatch, OffsetIndex, SegmentIndex, TimeIndex},
+    FilePosition, Offset, Result, StorageError,
+};
+
+/// Bytes read per step while replaying a log.
+const SCAN_WINDOW_BYTES: usize = 1 << 20;
+
+/// What opening a segment found and repaired.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Bytes cut from the end of the log (torn, zeroed or corrupt).
+    pub truncated_bytes: u64,
+    /// Why the log was cut, when it was.
+    pub truncation_reason: Option<String>,
+    /// True when the index files were missing or damaged and rebuilt from the log.
+    pub index_rebuilt: bool,
+    /// Batches checked during replay.
+    pub batches_replayed: u64,
+}
+
+async fn read_optional(path: &Path) -> Result<Option<Bytes>> {
+    let file = match glommio::io::OpenOptions::new()
+        .read(true)
+        .dma_open(path)
+        .await
+    {
+        Ok(f) => f,
+        Err(e) => {
+            let e = std::io::Error::from(e);
+            if e.kind() == std::io::ErrorKind::NotFound {
+                return Ok(None);
+            }
+            return Err(StorageError::io("open", path, e));
+        }
+    };
+    let len = file
+        .file_size()
+        .await
+        .map_err(|e| StorageError::io("stat", path, e))?;
+    let bytes = if len == 0 {
+        Bytes::new()
+    } else {
+        let read = file
+            .read_at(0, len as usize)
+            .await
+            .map_err(|e| StorageError::io("read", path, e))?;
+        Bytes::copy_from_slice(&read[..])
+    };
+    file.close()
+        .await
+        .map_err(|e| StorageError::io("close", path, e))?;
+    Ok(Some(bytes))
+}
+
+/// Replaces a file's content with `bytes`, exactly, durably.
+async fn rewrite(path: &Path, bytes: &[u8]) -> Result<()> {
+    let file = open_dma(path).await?;
+    file.truncate(0)
+        .await
+        .map_err(|e| StorageError::io("truncate", path, e))?;
+    let mut appender = SegmentAppender::open(
+        Rc::clone(&file),
+        path.to_path_buf(),
+        0,
+        super::config::FileGrowth::Append,
+        1 << 20,
+    )
+    .await?;
+    appender.append(&[bytes]);
+    if let Some(write) = appender.begin_flush() {
+        write.run(false).await?;
+    }
+    file.truncate(bytes.len() as u64)
+        .await
+        .map_err(|e| StorageError::io("truncate", path, e))?;
+    file.fdatasync()
+        .await
+        .map_err(|e| StorageError::io("fdatasync", path, e))
+}
+
+struct Replay {
+    valid_end: u64,
+    next_offset: Offset,
+    batches: u64,
+    stop: Option<String>,
+}
+
+/// A read-ahead window over the log being replayed.
+struct Window {
+    bytes: Bytes,
+    at: u64,
+}
+
+impl Window {
+    /// The `need` bytes at `position`, reading ahead when they are not in the window;
+    /// `None` when the file holds fewer.
+    async fn cover(
+        &mut self,
+        file: &DmaFile,
+        path: &Path,
+        position: u64,
+        need: usize,
+        left: u64,
+    ) -> Result<Option<&[u8]>> {
+        let end = position + need as u64;
+        if position < self.at || end > self.at + self.bytes.len() as u64 {
+            let len = need.max(SCAN_WINDOW_BYTES).min(left as usize);
+            let read = file
+                .read_at(position, len)
+                .await
+                .map_err(|e| StorageError::io("read", path, e))?;
+            self.bytes = Bytes::copy_from_slice(&read[..read.len().min(len)]);
+            self.at = position;
+        }
+        let from = (position - self.at) as usize;
+        Ok(self.bytes.get(from..from + need))
+    }
+}
+
+/// Replays the log from `start`, whose batch must have base offset `expected`, adding
+/// index entries as appends would. Stops at the first batch that fails a check.
+async fn replay(
+    file: &DmaFile,
+    path: &Path,
+    file_len: u64,
+    start: FilePosition,
+    expected: Offset,
+    index: &mut SegmentIndex,
+) -> Result<Replay> {
+    let mut r = Replay {
+        valid_end: start.0,
+        next_offset: expected,
+        batches: 0,
+        stop: None,
+    };
+    let mut window = Window {
+        bytes: Bytes::new(),
+        at: start.0,
+    };
+    let mut position = start.0;
+    while position < file_len {
+        let left = file_len - position;
+        let Some(head) = window
+            .cover(file, path, position, HEADER_BYTES, left)
+            .await?
+        else {
+            r.stop = Some(format!("{left} trailing bytes cannot hold a batch header"));
+            break;
+        };
+        let Some(h) = BatchHeader::parse(head) else {
+            r.stop = Some("zeroed or unreadable batch header".into());
+            break;
+        };
+        if h.total_bytes > STORED_BATCH_BYTES_MAX || h.total_bytes as u64 > left {
+            r.stop = Some(format!(
+                "batch of {} bytes runs past the file",
+                h.total_bytes
+            ));
+            break;
+        }
+        let Some(bytes) = window
+            .cover(file, path, position, h.total_bytes, left)
+            .await?
+        else {
+            r.stop = Some("short read".into());
+            break;
+        };
+        if let Err(e) = record_batch::check(bytes, STORED_BATCH_BYTES_MAX) {
+            r.stop = Some(e.to_string());
+            break;
+        }
+        if h.base_offset < 0 || h.base_offset as u64 != r.next_offset.0 {
+            r.stop = Some(format!(
+                "batch base offset {} does not follow {}",
+                h.base_offset, r.next_offset.0
+            ));
+            break;
+        }
+        let last = Offset(h.last_offset() as u64);
+        if last.0 - index.base().0 >= u64::from(u32::MAX) {
+            r.stop = Some("batch offsets overflow the segment's 32-bit index".into());
+            break;
+        }
+        index.track(IndexedBatch {
+            position: FilePosition(position),
+            base_offset: r.next_offset,
+            last_offset: last,
+            max_timestamp: h.max_timestamp,
+            bytes: h.total_bytes as u64,
+        });
+        r.batches += 1;
+        position += h.total_bytes as u64;
+        r.valid_end = position;
+        r.next_offset = Offset(last.0 + 1);
+    }
+    Ok(r)
+}
+
+impl Segment {
+    /// Opens the segment with base offset `base` in `dir`, recovering it as the module
+    /// docs describe. It opens sealed; [`Segment::activate`] reopens it for appends.
+    pub async fn open(
+        dir: &Path,
+        base: Offset,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Result<(Segment, RecoveryReport)> {
+        let paths = SegmentPaths::new(dir, base);
+        let log_file = open_dma(&paths.log).await?;
+        let file_len = log_file
+            .file_size()
+            .await
+            .map_err(|e| StorageError::io("stat", &paths.log, e))?;
+        let index_file = read_optional(&paths.index).await?;
+        let time_file = read_optional(&paths.time_index).await?;
+        let mut report = RecoveryReport::default();
+        let (offsets, times) = match (&index_file, &time_file) {
+            (Some(i), Some(t)) => {
+                let (offsets, offsets_clean) = OffsetIndex::decode(i, file_len);
+                let (times, times_clean) = TimeIndex::decode(t, u64::from(u32::MAX) + 1);
+                if offsets_clean && times_clean {
+                    (offsets, times)
+                } else {
+                    report.index_rebuilt = true;
+                    (OffsetIndex::default(), TimeIndex::default())
+                }
+            }
+            _ => {
+                report.index_rebuilt = file_len > 0;
+                (OffsetIndex::default(), TimeIndex::default())
+            }
+        };
+        let interval = config.index_interval_bytes;
+        let (mut index, start, expected) = SegmentIndex::resume(base, interval, offsets, times);
+        let mut r = replay(&log_file, &paths.log, file_len, start, expected, &mut index).await?;
+        if start.0 > 0 && r.batches == 0 && r.valid_end < file_len {
+            // The last index entry does not point at a good batch: distrust the index.
+            report.index_rebuilt = true;
+            let (fresh, _, _) =
+                SegmentIndex::resume(base, interval, OffsetIndex::default(), TimeIndex::default());
+            index = fresh;
+            r = replay(
+                &log_file,
+                &paths.log,
+                file_len,
+                FilePosition(0),
+                base,
+                &mut index,
+            )
+            .await?;
+        }
+        report.batches_replayed = r.batches;
+        if r.valid_end < file_len {
+            report.truncated_bytes = file_len - r.valid_end;
+            report.truncation_reason = r.stop.clone();
+            tracing::warn!(
+                path = %paths.log.display(),
+                valid_bytes = r.valid_end,
+                truncated_bytes = report.truncated_bytes,
+                reason = r.stop.as_deref().unwrap_or(""),
+                "truncating log after the last intact batch"
+            );
+            log_file
+                .truncate(r.valid_end)
+                .await
+                .map_err(|e| StorageError::io("truncate", &paths.log, e))?;
+            log_file
+                .fdatasync()
+                .await
+                .map_err(|e| StorageError::io("fdatasync", &paths.log, e))?;
+        }
+        let index_bytes = index.offsets().encode();
+        let time_bytes = index.times().encode();
+        if index_file.as_deref() != Some(&index_bytes[..]) {
+            rewrite(&paths.index, &index_bytes).await?;
+        }
+        if time_file.as_deref() != Some(&time_bytes[..]) {
+            rewrite(&paths.time_index, &time_bytes).await?;
+        }
+        if report.index_rebuilt {
+            tracing::warn!(path = %paths.index.display(), "rebuilt segment indexes from the log");
+        }
+        Ok((
+            Segment {
+                base,
+                paths,
+                log_file,
+                writer: None,
+                index,
+                next_offset: r.next_offset,
+                size: r.valid_end,
+                flushed_size: r.valid_end,
+                created_ms: now_ms,
+                sealing: false,
+            },
+            report,
+        ))
+    }
+}

@@ -1,0 +1,408 @@
+//! One segment of a partition log: the `.log` file of batches starting at the base
+//! offset in its name, its `.index` and `.timeindex`, and their in-memory state.
+//!
+//! A segment is *active* (appends go to it), *sealing* (rolled, waiting for the flush
+//! that writes its last bytes, truncates its files to their exact lengths and fsyncs
+//! all three) or *sealed* (read-only). Only the log's flushed prefix is ever read.
+
+use std::{path::Path, path::PathBuf, rc::Rc};
+
+use glommio::io::{DmaFile, OpenOptions};
+
+use super::{
+    config::{FileGrowth, LogConfig},
+    record_batch::RecordBatch,
+    segment_appender::{Chunk, FlushWrite, SegmentAppender},
+    segment_index::{IndexedBatch, NewEntries, OffsetIndex, SegmentIndex, TimeIndex},
+    FilePosition, Offset, Result, StorageError,
+};
+
+/// Paths of a segment's three files.
+#[derive(Debug, Clone)]
+pub struct SegmentPaths {
+    /// The batches.
+    pub log: PathBuf,
+    /// Offset index.
+    pub index: PathBuf,
+    /// Time index.
+    pub time_index: PathBuf,
+}
+
+impl SegmentPaths {
+    /// The files of the segment with `base` in `dir`, named by the 20-digit base offset.
+    pub fn new(dir: &Path, base: Offset) -> SegmentPaths {
+        let stem = format!("{:020}", base.0);
+        SegmentPaths {
+            log: dir.join(format!("{stem}.log")),
+            index: dir.join(format!("{stem}.index")),
+            time_index: dir.join(format!("{stem}.timeindex")),
+        }
+    }
+}
+
+/// Opens (creating if missing) a file for O_DIRECT reading and writing.
+pub async fn open_dma(path: &Path) -> Result<Rc<DmaFile>> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .dma_open(path)
+        .await
+        .map(Rc::new)
+        .map_err(|e| StorageError::io("open", path, e))
+}
+
+pub(crate) struct SegmentWriter {
+    pub(crate) log: SegmentAppender,
+    pub(crate) index: SegmentAppender,
+    pub(crate) time_index: SegmentAppender,
+}
+
+/// State of one segment; see the module docs.
+pub struct Segment {
+    pub(crate) base: Offset,
+    pub(crate) paths: SegmentPaths,
+    pub(crate) log_file: Rc<DmaFile>,
+    pub(crate) writer: Option<SegmentWriter>,
+    pub(crate) index: SegmentIndex,
+    pub(crate) next_offset: Offset,
+    pub(crate) size: u64,
+    pub(crate) flushed_size: u64,
+    pub(crate) created_ms: i64,
+    pub(crate) sealing: bool,
+}
+
+/// A segment's part of one group commit.
+pub struct SegmentFlush {
+    log: Option<FlushWrite>,
+    index: Option<FlushWrite>,
+    time_index: Option<FlushWrite>,
+    seal: Option<SealFiles>,
+    size: u64,
+}
+
+struct SealFiles {
+    log: Rc<DmaFile>,
+    index: Rc<DmaFile>,
+    time_index: Rc<DmaFile>,
+    paths: SegmentPaths,
+    index_bytes: u64,
+    time_index_bytes: u64,
+}
+
+impl Segment {
+    /// Creates an empty active segment with base offset `base` in `dir`.
+    pub async fn create(
+        dir: &Path,
+        base: Offset,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Result<Segment> {
+        let paths = SegmentPaths::new(dir, base);
+        let log_file = open_dma(&paths.log).await?;
+        log_file
+            .truncate(0)
+            .await
+            .map_err(|e| StorageError::io("truncate", &paths.log, e))?;
+        let writer = SegmentWriter::open(&paths, Rc::clone(&log_file), 0, 0, 0, config).await?;
+        Ok(Segment {
+            base,
+            paths,
+            log_file,
+            writer: Some(writer),
+            index: SegmentIndex::new(base, config.index_interval_bytes),
+            next_offset: base,
+            size: 0,
+            flushed_size: 0,
+            created_ms: now_ms,
+            sealing: false,
+        })
+    }
+
+    /// Reopens a sealed segment for appends (the last segment of a recovered log).
+    pub async fn activate(&mut self, config: &LogConfig) -> Result<()> {
+        let index_bytes = self.index.offsets().encode().len() as u64;
+        let time_bytes = self.index.times().encode().len() as u64;
+        self.writer = Some(
+            SegmentWriter::open(
+                &self.paths,
+                Rc::clone(&self.log_file),
+                self.size,
+                index_bytes,
+                time_bytes,
+                config,
+            )
+            .await?,
+        );
+        self.sealing = false;
+        Ok(())
+    }
+
+    /// fdatasyncs the log, so whatever it holds is durable before it is served.
+    pub async fn sync_log(&self) -> Result<()> {
+        self.log_file
+            .fdatasync()
+            .await
+            .map_err(|e| StorageError::io("fdatasync", &self.paths.log, e))
+    }
+
+    /// The segment's base offset.
+    pub fn base(&self) -> Offset {
+        self.base
+    }
+
+    /// Offset after the segment's last batch.
+    pub fn next_offset(&self) -> Offset {
+        self.next_offset
+    }
+
+    /// Bytes in the log, flushed or not.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The segment's indexes.
+    pub fn index(&self) -> &SegmentIndex {
+        &self.index
+    }
+
+    /// True once rolled; no more appends.
+    pub fn is_sealed_or_sealing(&self) -> bool {
+        self.sealing || self.writer.is_none()
+    }
+
+    /// Records with offsets in `[base, next)` that this segment can still take before its
+    /// relative offsets would overflow the index's 32 bits.
+    pub fn offsets_left(&self) -> u64 {
+        (u64::from(u32::MAX)).saturating_sub(self.next_offset.0 - self.base.0)
+    }
+
+    /// Copies `batch` to the segment's tail with `base_offset` assigned, and indexes it.
+    /// In memory until the next flush. Only for the active segment.
+    pub fn append(&mut self, batch: &RecordBatch, base_offset: Offset, leader_epoch: i32) {
+        assert_eq!(base_offset, self.next_offset, "offsets are dense");
+        let writer = self
+            .writer
+            .as_mut()
+            .filter(|_| !self.sealing)
+            .expect("append to the active segment only");
+        let last_offset = Offset(base_offset.0 + u64::from(batch.record_count()) - 1);
+        writer.log.append(&[
+            &batch.rewritten_prefix(base_offset, leader_epoch),
+            batch.unchanged_suffix(),
+        ]);
+        let added = self.index.track(IndexedBatch {
+            position: FilePosition(self.size),
+            base_offset,
+            last_offset,
+            max_timestamp: batch.max_timestamp(),
+            bytes: batch.len() as u64,
+        });
+        writer.write_entries(added);
+        self.size += batch.len() as u64;
+        self.next_offset = Offset(last_offset.0 + 1);
+    }
+
+    /// Marks the segment rolled: its next flush writes what is left, records its final
+    /// max timestamp in the time index, truncates its files and fsyncs them.
+    pub fn start_sealing(&mut self) {
+        if let Some(w) = self.writer.as_mut() {
+            w.write_entries(NewEntries {
+                offset: None,
+                time: self.index.seal_time_entry(),
+            });
+            self.sealing = true;
+        }
+    }
+
+    /// True when a flush has something to do for this segment.
+    pub fn needs_flush(&self) -> bool {
+        match &self.writer {
+            Some(w) => {
+                self.sealing || w.log.is_dirty() || w.index.is_dirty() || w.time_index.is_dirty()
+            }
+            None => false,
+        }
+    }
+
+    /// Seals what was appended since the last flush and returns the flush to run.
+    /// The log chunks it returns are for the batch cache.
+    pub fn begin_flush(&mut self) -> Option<(SegmentFlush, Vec<Chunk>)> {
+        if !self.needs_flush() {
+            return None;
+        }
+        let w = self.writer.as_mut()?;
+        let log = w.log.begin_flush();
+        let chunks = log
+            .as_ref()
+            .map(|f| f.chunks().to_vec())
+            .unwrap_or_default();
+        let index = w.index.begin_flush();
+        let time_index = w.time_index.begin_flush();
+        let seal = self.sealing.then(|| SealFiles {
+            log: Rc::clone(&self.log_file),
+            index: Rc::clone(w.index.file()),
+            time_index: Rc::clone(w.time_index.file()),
+            paths: self.paths.clone(),
+            index_bytes: w.index.end().0,
+            time_index_bytes: w.time_index.end().0,
+        });
+        Some((
+            SegmentFlush {
+                log,
+                index,
+                time_index,
+                seal,
+                size: self.size,
+            },
+            chunks,
+        ))
+    }
+
+    /// Records a finished flush: bytes up to its size are now readable, and a sealing
+    /// segment drops its writers.
+    pub fn complete_flush(&mut self, flushed_size: u64, sealed: bool) {
+        debug_assert!(flushed_size >= self.flushed_size && flushed_size <= self.size);
+        self.flushed_size = flushed_size;
+        if sealed {
+            self.writer = None;
+        }
+    }
+
+    /// Deletes the segment's files.
+    pub async fn delete_files(paths: SegmentPaths) -> Result<()> {
+        glommio::executor()
+            .spawn_blocking(move || {
+                for p in [&paths.log, &paths.index, &paths.time_index] {
+                    match std::fs::remove_file(p) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(StorageError::io("remove", p, e)),
+                    }
+                }
+                Ok(())
+            })
+            .await
+    }
+}
+
+impl SegmentWriter {
+    fn write_entries(&mut self, added: NewEntries) {
+        if let Some(e) = added.offset {
+            self.index.append(&[&OffsetIndex::encode_entry(e)]);
+        }
+        if let Some(e) = added.time {
+            self.time_index.append(&[&TimeIndex::encode_entry(e)]);
+        }
+    }
+
+    pub(crate) async fn open(
+        paths: &SegmentPaths,
+        log_file: Rc<DmaFile>,
+        log_bytes: u64,
+        index_bytes: u64,
+        time_index_bytes: u64,
+        config: &LogConfig,
+    ) -> Result<SegmentWriter> {
+        let index_file = open_dma(&paths.index).await?;
+        let time_file = open_dma(&paths.time_index).await?;
+        let small = 64 << 10;
+        Ok(SegmentWriter {
+            log: SegmentAppender::open(
+                log_file,
+                paths.log.clone(),
+                log_bytes,
+                config.growth,
+                config.write_chunk_bytes_max,
+            )
+            .await?,
+            index: SegmentAppender::open(
+                index_file,
+                paths.index.clone(),
+                index_bytes,
+                FileGrowth::Append,
+                small,
+            )
+            .await?,
+            time_index: SegmentAppender::open(
+                time_file,
+                paths.time_index.clone(),
+                time_index_bytes,
+                FileGrowth::Append,
+                small,
+            )
+            .await?,
+        })
+    }
+}
+
+impl SegmentFlush {
+    /// Size of the log once this flush completes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// True when this flush seals the segment.
+    pub fn seals(&self) -> bool {
+        self.seal.is_some()
+    }
+
+    /// Writes the log and its indexes; fdatasyncs the log when `sync`. A sealing flush
+    /// also truncates all three files to their exact lengths and fdatasyncs each (index
+    /// files are otherwise derived data, rebuilt by recovery, and not synced).
+    pub async fn run(self, sync: bool) -> Result<()> {
+        let sealing = self.seal.is_some();
+        let log = async {
+            match self.log {
+                Some(w) => w.run(sync && !sealing).await.map(|_| ()),
+                None => Ok(()),
+            }
+        };
+        let index = async {
+            match self.index {
+                Some(w) => w.run(false).await.map(|_| ()),
+                None => Ok(()),
+            }
+        };
+        let time_index = async {
+            match self.time_index {
+                Some(w) => w.run(false).await.map(|_| ()),
+                None => Ok(()),
+            }
+        };
+        let ((a, b), c) =
+            futures_lite::future::zip(futures_lite::future::zip(log, index), time_index).await;
+        a?;
+        b?;
+        c?;
+        if let Some(seal) = self.seal {
+            let files = [
+                (&seal.log, &seal.paths.log, self.size),
+                (&seal.index, &seal.paths.index, seal.index_bytes),
+                (
+                    &seal.time_index,
+                    &seal.paths.time_index,
+                    seal.time_index_bytes,
+                ),
+            ];
+            for (file, path, len) in files {
+                file.truncate(len)
+                    .await
+                    .map_err(|e| StorageError::io("truncate", path, e))?;
+                if sync {
+                    file.fdatasync()
+                        .await
+                        .map_err(|e| StorageError::io("fdatasync", path, e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Segment {
+    /// Readable end of the log: its flushed size.
+    pub fn flushed_size(&self) -> FilePosition {
+        FilePosition(self.flushed_size)
+    }
+}

@@ -1,0 +1,455 @@
+//! Appending to a file with O_DIRECT through aligned in-memory chunks.
+//!
+//! Appends copy bytes into the current chunk, a 4 KiB-aligned [`DmaBuffer`] that mirrors
+//! a page-aligned range of the file. Nothing touches the disk until [`begin_flush`]:
+//! it seals the chunks filled since the last flush (the partially filled last one is
+//! padded with zeros to the next page), and the returned [`FlushWrite`] writes them all
+//! concurrently and optionally fdatasyncs. The partially filled tail page is copied into
+//! the next chunk, so the next flush rewrites that page with more data: the file never
+//! has a hole and never needs a read-modify-write.
+//!
+//! Durability contract: after [`SegmentAppender::append`] the bytes are in memory only.
+//! After a [`FlushWrite::run`] with `sync = true` returns `Ok(end)`, every byte below
+//! `end` is on stable storage. Flushes of one appender must not overlap: the caller
+//! awaits one before beginning the next (the shard's flush loop does).
+//!
+//! Sealed chunks are shared (`Rc`) with the batch cache, so the bytes a flush wrote stay
+//! readable from memory without a second copy.
+//!
+//! [`begin_flush`]: SegmentAppender::begin_flush
+
+use std::{path::PathBuf, rc::Rc};
+
+use futures_util::future::try_join_all;
+use glommio::io::{DmaBuffer, DmaFile};
+
+use super::{config::FileGrowth, FilePosition, Result, StorageError};
+
+/// O_DIRECT alignment used for every position and length written. A multiple of every
+/// logical block size Linux supports, and the page size the tail rewrite works in.
+pub const ALIGN: u64 = 4096;
+
+/// Smallest chunk allocated; the size adapts to how much arrives between flushes.
+const CHUNK_BYTES_MIN: usize = 16 << 10;
+
+/// Rounds `v` down to a multiple of [`ALIGN`].
+pub fn align_down(v: u64) -> u64 {
+    v & !(ALIGN - 1)
+}
+
+/// Rounds `v` up to a multiple of [`ALIGN`].
+pub fn align_up(v: u64) -> u64 {
+    align_down(v + ALIGN - 1)
+}
+
+/// An immutable, written (or being written) range of the file held in memory.
+#[derive(Debug, Clone)]
+pub struct Chunk {
+    /// File position of the chunk's first byte; a multiple of [`ALIGN`].
+    pub position: FilePosition,
+    /// The bytes; `data.len()` is the aligned write length.
+    pub data: Rc<DmaBuffer>,
+    /// Bytes of `data` that hold file content; the rest is zero padding.
+    pub valid_bytes: usize,
+    /// Memory the chunk occupies (its allocation, before trimming).
+    pub capacity: usize,
+}
+
+impl Chunk {
+    /// File position just past the chunk's content.
+    pub fn end(&self) -> FilePosition {
+        FilePosition(self.position.0 + self.valid_bytes as u64)
+    }
+
+    /// The content bytes.
+    pub fn content(&self) -> &[u8] {
+        &self.data.as_bytes()[..self.valid_bytes]
+    }
+}
+
+/// Appends to one O_DIRECT file through aligned chunks. See the module docs for the
+/// durability contract.
+pub struct SegmentAppender {
+    file: Rc<DmaFile>,
+    path: PathBuf,
+    growth: FileGrowth,
+    chunk: DmaBuffer,
+    chunk_capacity: usize,
+    chunk_position: u64,
+    chunk_len: usize,
+    chunk_bytes_max: usize,
+    /// Bytes of the current chunk already handed to a flush (the copied tail page).
+    chunk_flushed: usize,
+    sealed: Vec<Chunk>,
+    allocated_end: u64,
+    appended_since_flush: usize,
+}
+
+impl SegmentAppender {
+    /// Continues appending to `file` whose content is exactly `len` bytes (the caller
+    /// truncated any padding). Reads the partial tail page back so the next flush can
+    /// rewrite it whole.
+    pub async fn open(
+        file: Rc<DmaFile>,
+        path: PathBuf,
+        len: u64,
+        growth: FileGrowth,
+        chunk_bytes_max: usize,
+    ) -> Result<SegmentAppender> {
+        assert!(
+            ALIGN % file.alignment() == 0,
+            "device alignment {} does not divide {ALIGN}",
+            file.alignment()
+        );
+        let chunk_position = align_down(len);
+        let tail = (len - chunk_position) as usize;
+        let chunk_capacity = CHUNK_BYTES_MIN.min(chunk_bytes_max);
+        let mut chunk = file.alloc_dma_buffer(chunk_capacity);
+        if tail > 0 {
+            let read = file
+                .read_at_aligned(chunk_position, ALIGN as usize)
+                .await
+                .map_err(|e| StorageError::io("read tail page", &path, e))?;
+            if read.len() < tail {
+                return Err(StorageError::Corrupt {
+                    path,
+                    position: chunk_position,
+                    detail: format!("tail page read returned {} of {tail} bytes", read.len()),
+                });
+            }
+            chunk.as_bytes_mut()[..tail].copy_from_slice(&read[..tail]);
+        }
+        Ok(SegmentAppender {
+            file,
+            path,
+            growth,
+            chunk,
+            chunk_capacity,
+            chunk_position,
+            chunk_len: tail,
+            chunk_bytes_max,
+            chunk_flushed: tail,
+            sealed: Vec::new(),
+            allocated_end: len,
+            appended_since_flush: 0,
+        })
+    }
+
+    /// The file being appended to.
+    pub fn file(&self) -> &Rc<DmaFile> {
+        &self.file
+    }
+
+    /// Logical end of the file: every byte appended so far, flushed or not.
+    pub fn end(&self) -> FilePosition {
+        FilePosition(self.chunk_position + self.chunk_len as u64)
+    }
+
+    /// True when bytes were appended since the last [`begin_flush`](Self::begin_flush).
+    pub fn is_dirty(&self) -> bool {
+        !self.sealed.is_empty() || self.chunk_len > self.chunk_flushed
+    }
+
+    /// Copies `parts`, in order, to the end of the file's in-memory image. In memory
+    /// only until a flush; never fails and never blocks.
+    pub fn append(&mut self, parts: &[&[u8]]) {
+        for part in parts {
+            let mut rest = *part;
+            while !rest.is_empty() {
+                let room = self.chunk_capacity - self.chunk_len;
+                let n = room.min(rest.len());
+                self.chunk.as_bytes_mut()[self.chunk_len..self.chunk_len + n]
+                    .copy_from_slice(&rest[..n]);
+                self.chunk_len += n;
+                self.appended_since_flush += n;
+                rest = &rest[n..];
+                if self.chunk_len == self.chunk_capacity {
+                    self.seal_full_chunk();
+                }
+            }
+        }
+    }
+
+    fn seal_full_chunk(&mut self) {
+        let capacity = self.chunk_bytes_max;
+        let next = self.file.alloc_dma_buffer(capacity);
+        let full = std::mem::replace(&mut self.chunk, next);
+        self.sealed.push(Chunk {
+            position: FilePosition(self.chunk_position),
+            data: Rc::new(full),
+            valid_bytes: self.chunk_capacity,
+            capacity: self.chunk_capacity,
+        });
+        self.chunk_position += self.chunk_capacity as u64;
+        self.chunk_capacity = capacity;
+        self.chunk_len = 0;
+        self.chunk_flushed = 0;
+    }
+
+    /// Seals everything appended since the last flush and returns the write that puts
+    /// it on disk, or `None` when nothing is dirty. The returned chunks may be handed to
+    /// the batch cache; they never change again.
+    pub fn begin_flush(&mut self) -> Option<FlushWrite> {
+        if !self.is_dirty() {
+            return None;
+        }
+        if self.chunk_len > self.chunk_flushed {
+            self.seal_partial_chunk();
+        }
+        let chunks = std::mem::take(&mut self.sealed);
+        let end = chunks.last().map_or(self.end(), Chunk::end);
+        let growth = self.plan_growth(end.0);
+        Some(FlushWrite {
+            file: Rc::clone(&self.file),
+            path: self.path.clone(),
+            chunks,
+            end,
+            growth,
+        })
+    }
+
+    fn seal_partial_chunk(&mut self) {
+        let written = align_up(self.chunk_len as u64) as usize;
+        self.chunk.as_bytes_mut()[self.chunk_len..written].fill(0);
+        let tail_start = align_down(self.chunk_len as u64) as usize;
+        let tail = self.chunk_len - tail_start;
+        // Size the next chunk for what arrived during this interval, so memory held by
+        // the cache tracks the real write rate instead of the maximum chunk size.
+        let wanted = (self.appended_since_flush + tail + ALIGN as usize).next_power_of_two();
+        let capacity = wanted.clamp(CHUNK_BYTES_MIN, self.chunk_bytes_max);
+        let mut next = self.file.alloc_dma_buffer(capacity);
+        next.as_bytes_mut()[..tail]
+            .copy_from_slice(&self.chunk.as_bytes()[tail_start..self.chunk_len]);
+        let mut sealed = std::mem::replace(&mut self.chunk, next);
+        sealed.trim_to_size(written);
+        self.sealed.push(Chunk {
+            position: FilePosition(self.chunk_position),
+            data: Rc::new(sealed),
+            valid_bytes: self.chunk_len,
+            capacity: self.chunk_capacity,
+        });
+        self.chunk_position += tail_start as u64;
+        self.chunk_capacity = capacity;
+        self.chunk_len = tail;
+        self.chunk_flushed = tail;
+        self.appended_since_flush = 0;
+    }
+
+    fn plan_growth(&mut self, end: u64) -> Growth {
+        let written_end = align_up(end);
+        match self.growth {
+            FileGrowth::Append => Growth::None,
+            FileGrowth::Fallocate { step_bytes } => {
+                if written_end <= self.allocated_end {
+                    return Growth::None;
+                }
+                let target = (written_end / step_bytes + 1) * step_bytes;
+                self.allocated_end = target;
+                Growth::Fallocate { end: target }
+            }
+            FileGrowth::ZeroFill { step_bytes } => {
+                if written_end + step_bytes / 2 <= self.allocated_end {
+                    return Growth::None;
+                }
+                // Zeros go strictly beyond this flush's writes, so the two never race.
+                let from = self.allocated_end.max(written_end);
+                self.allocated_end = from + step_bytes;
+                Growth::ZeroFill {
+                    from,
+                    bytes: step_bytes as usize,
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Growth {
+    None,
+    Fallocate { end: u64 },
+    ZeroFill { from: u64, bytes: usize },
+}
+
+/// One flush of one file: the sealed chunks, ready to be written. Holds no borrow of
+/// the appender, so appends continue while it runs.
+pub struct FlushWrite {
+    file: Rc<DmaFile>,
+    path: PathBuf,
+    chunks: Vec<Chunk>,
+    end: FilePosition,
+    growth: Growth,
+}
+
+impl FlushWrite {
+    /// The chunks this flush writes, for the batch cache.
+    pub fn chunks(&self) -> &[Chunk] {
+        &self.chunks
+    }
+
+    /// File position the file's content reaches once this flush is done.
+    pub fn end(&self) -> FilePosition {
+        self.end
+    }
+
+    /// Writes every chunk concurrently, then fdatasyncs when `sync`. Returns the end
+    /// position, durable when `sync` was set. Fails with the first I/O error or short
+    /// write; the caller must then treat the file's tail as unknown (fail-stop).
+    pub async fn run(self, sync: bool) -> Result<FilePosition> {
+        let path = &self.path;
+        let file = &self.file;
+        match self.growth {
+            Growth::None => {}
+            Growth::Fallocate { end } => file
+                .pre_allocate(end, false)
+                .await
+                .map_err(|e| StorageError::io("fallocate", path, e))?,
+            Growth::ZeroFill { .. } => {}
+        }
+        let zero_fill = async {
+            if let Growth::ZeroFill { from, bytes } = self.growth {
+                let mut zeros = file.alloc_dma_buffer(bytes);
+                zeros.as_bytes_mut().fill(0);
+                let n = file
+                    .write_at(zeros, from)
+                    .await
+                    .map_err(|e| StorageError::io("zero-fill", path, e))?;
+                check_full_write(path, from, n, bytes)?;
+            }
+            Ok::<(), StorageError>(())
+        };
+        let writes = self.chunks.iter().map(|chunk| async move {
+            let want = chunk.data.len();
+            let n = file
+                .write_rc_at(Rc::clone(&chunk.data), chunk.position.0)
+                .await
+                .map_err(|e| StorageError::io("write", path, e))?;
+            check_full_write(path, chunk.position.0, n, want)
+        });
+        let (written, zeroed) = futures_lite::future::zip(try_join_all(writes), zero_fill).await;
+        written?;
+        zeroed?;
+        if sync {
+            file.fdatasync()
+                .await
+                .map_err(|e| StorageError::io("fdatasync", path, e))?;
+        }
+        Ok(self.end)
+    }
+}
+
+fn check_full_write(path: &std::path::Path, at: u64, written: usize, want: usize) -> Result<()> {
+    if written == want {
+        return Ok(());
+    }
+    Err(StorageError::io(
+        "write",
+        path,
+        std::io::Error::new(
+            std::io::ErrorKind::WriteZero,
+            format!("short write at {at}: {written} of {want} bytes"),
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::test_support::{run, test_dir};
+    use glommio::io::OpenOptions;
+
+    async fn open_new(path: &std::path::Path, growth: FileGrowth) -> SegmentAppender {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .dma_open(path)
+            .await
+            .expect("open");
+        SegmentAppender::open(Rc::new(file), path.to_path_buf(), 0, growth, 64 << 10)
+            .await
+            .expect("appender")
+    }
+
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
+
+    #[test]
+    fn flushed_bytes_read_back_exactly_across_chunks_and_tail_rewrites() {
+        for growth in [
+            FileGrowth::Append,
+            FileGrowth::Fallocate {
+                step_bytes: 1 << 20,
+            },
+            FileGrowth::ZeroFill {
+                step_bytes: 256 << 10,
+            },
+        ] {
+            let dir = test_dir();
+            let path = dir.path().join("f.log");
+            run(async move {
+                let mut a = open_new(&path, growth).await;
+                let mut expected = Vec::new();
+                for (i, len) in [100usize, 5000, 70_000, 1, 4095, 200_000, 3]
+                    .iter()
+                    .enumerate()
+                {
+                    let data = pattern(*len, i as u8);
+                    a.append(&[&data]);
+                    expected.extend_from_slice(&data);
+                    let w = a.begin_flush().expect("dirty");
+                    assert_eq!(w.end().0, expected.len() as u64);
+                    w.run(true).await.expect("flush");
+                    assert!(!a.is_dirty());
+                }
+                let read = a.file().read_at(0, expected.len()).await.expect("read");
+                assert_eq!(&read[..], &expected[..], "{growth:?}");
+            });
+        }
+    }
+
+    #[test]
+    fn reopening_continues_after_an_unaligned_end() {
+        let dir = test_dir();
+        let path = dir.path().join("f.log");
+        run(async move {
+            let mut a = open_new(&path, FileGrowth::Append).await;
+            let first = pattern(6000, 1);
+            a.append(&[&first]);
+            a.begin_flush()
+                .expect("dirty")
+                .run(true)
+                .await
+                .expect("flush");
+            let file = Rc::clone(a.file());
+            drop(a);
+            file.truncate(6000).await.expect("truncate");
+            let mut b =
+                SegmentAppender::open(file, path.clone(), 6000, FileGrowth::Append, 64 << 10)
+                    .await
+                    .expect("reopen");
+            assert_eq!(b.end().0, 6000);
+            assert!(b.begin_flush().is_none(), "nothing new to flush");
+            let second = pattern(3000, 2);
+            b.append(&[&second]);
+            b.begin_flush()
+                .expect("dirty")
+                .run(true)
+                .await
+                .expect("flush");
+            let read = b.file().read_at(0, 9000).await.expect("read");
+            assert_eq!(&read[..6000], &first[..]);
+            assert_eq!(&read[6000..9000], &second[..]);
+        });
+    }
+
+    #[test]
+    fn alignment_helpers() {
+        assert_eq!(align_down(4097), 4096);
+        assert_eq!(align_up(4097), 8192);
+        assert_eq!(align_up(4096), 4096);
+        assert_eq!(align_up(0), 0);
+    }
+}
