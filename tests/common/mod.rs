@@ -1,0 +1,136 @@
+//! Shared helpers for the storage integration tests: executors, scratch directories on
+//! the project disk, batch builders and a reader that walks a whole log.
+
+#![allow(dead_code)]
+
+use std::{future::Future, path::Path, time::Duration};
+
+use bytes::Bytes;
+use glommio::{LocalExecutorBuilder, Placement};
+use weir::storage::{
+    record_batch::{build_batch, BatchHeader},
+    Clock, FlushConfig, FlushMode, LogConfig, Offset, PartitionLog, ProducePayload, ShardStorage,
+    ShardStorageConfig,
+};
+
+/// Runs `fut` on a fresh glommio executor on this thread.
+pub fn run<T: 'static>(fut: impl Future<Output = T> + 'static) -> T {
+    LocalExecutorBuilder::new(Placement::Unbound)
+        .make()
+        .expect("executor")
+        .run(fut)
+}
+
+/// A scratch directory under `target/test-data` (ext4, not tmpfs), removed on drop.
+pub fn scratch_dir() -> tempfile::TempDir {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-data");
+    std::fs::create_dir_all(&base).expect("create target/test-data");
+    tempfile::tempdir_in(base).expect("tempdir")
+}
+
+/// Flush settings for tests: durable, short interval.
+pub fn fsync_every(interval: Duration) -> FlushConfig {
+    FlushConfig {
+        interval,
+        dirty_bytes_max: 64 << 20,
+        mode: FlushMode::Fsync,
+    }
+}
+
+/// Starts shard storage in `dir` with `flush` and a cache of `cache_bytes_max`.
+pub async fn start(
+    dir: &Path,
+    flush: FlushConfig,
+    cache_bytes_max: usize,
+    clock: Clock,
+) -> ShardStorage {
+    ShardStorage::start(
+        ShardStorageConfig {
+            data_dir: dir.to_path_buf(),
+            flush,
+            cache_bytes_max,
+        },
+        clock,
+    )
+    .await
+    .expect("start shard storage")
+}
+
+/// A small-segment log configuration so tests roll often.
+pub fn small_segments(segment_bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_bytes,
+        index_interval_bytes: 1024,
+        write_chunk_bytes_max: 64 << 10,
+        ..LogConfig::default()
+    }
+}
+
+/// One produce payload of `batches` batches, each of `records` records whose values are
+/// `value_len` bytes derived from `seed`.
+pub fn payload(
+    batches: usize,
+    records: u32,
+    value_len: usize,
+    seed: u64,
+    ts: i64,
+) -> ProducePayload {
+    let mut bytes = Vec::new();
+    for b in 0..batches {
+        let value: Vec<u8> = (0..value_len)
+            .map(|i| (seed as usize).wrapping_mul(131).wrapping_add(b * 7 + i) as u8)
+            .collect();
+        bytes.extend(build_batch(records, &value, ts + b as i64));
+    }
+    ProducePayload::validate(Bytes::from(bytes), 1 << 24).expect("valid payload")
+}
+
+/// A stored batch as read back: its base offset and its bytes after the 16-byte prefix
+/// the broker rewrites (identical to what the producer sent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredBatch {
+    pub base_offset: u64,
+    pub last_offset: u64,
+    pub suffix: Bytes,
+}
+
+/// Splits fetched bytes into batches, checking each one's CRC and header.
+pub fn split_batches(records: &Bytes) -> Vec<StoredBatch> {
+    let mut out = Vec::new();
+    let mut rest = records.clone();
+    while !rest.is_empty() {
+        let h = BatchHeader::parse(&rest).expect("header");
+        let (batch, tail) =
+            weir::storage::RecordBatch::validate(&rest, usize::MAX).expect("intact batch");
+        out.push(StoredBatch {
+            base_offset: h.base_offset as u64,
+            last_offset: h.last_offset() as u64,
+            suffix: batch.as_bytes().slice(16..),
+        });
+        rest = tail;
+    }
+    out
+}
+
+/// Every batch from the log start to the high watermark, read `max_bytes` at a time.
+pub async fn read_all(log: &PartitionLog, max_bytes: usize) -> Vec<StoredBatch> {
+    let offsets = log.offsets();
+    let mut at = offsets.log_start;
+    let mut out: Vec<StoredBatch> = Vec::new();
+    while at < offsets.high_watermark {
+        let read = log.read(at, max_bytes).await.expect("read");
+        let batches = split_batches(&read.records);
+        assert!(
+            !batches.is_empty(),
+            "read at {at} below the high watermark returned nothing"
+        );
+        for b in batches {
+            if let Some(prev) = out.last() {
+                assert_eq!(b.base_offset, prev.last_offset + 1, "offsets are dense");
+            }
+            at = Offset(b.last_offset + 1);
+            out.push(b);
+        }
+    }
+    out
+}
