@@ -22,7 +22,7 @@ use super::{
     config::{LogConfig, STORED_BATCH_BYTES_MAX},
     record_batch::{self, BatchHeader, HEADER_BYTES},
     segment::{open_dma, Segment, SegmentPaths},
-    segment_appender::SegmentAppender,
+    segment_appender::{SegmentAppender, ALIGN},
     segment_index::{IndexedBatch, OffsetIndex, SegmentIndex, TimeIndex},
     FilePosition, Offset, Result, StorageError,
 };
@@ -33,8 +33,11 @@ const SCAN_WINDOW_BYTES: usize = 1 << 20;
 /// What opening a segment found and repaired.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
-    /// Bytes cut from the end of the log (torn, zeroed or corrupt).
+    /// Bytes cut from the end of the log (torn, zeroed or corrupt), not counting the
+    /// zero padding of the last page that every O_DIRECT flush leaves.
     pub truncated_bytes: u64,
+    /// Zero padding trimmed from the last page (normal after a crash).
+    pub padding_bytes: u64,
     /// Why the log was cut, when it was.
     pub truncation_reason: Option<String>,
     /// True when the index files were missing or damaged and rebuilt from the log.
@@ -108,6 +111,7 @@ struct Replay {
     next_offset: Offset,
     batches: u64,
     stop: Option<String>,
+    padding: bool,
 }
 
 /// A read-ahead window over the log being replayed.
@@ -157,6 +161,7 @@ async fn replay(
         next_offset: expected,
         batches: 0,
         stop: None,
+        padding: false,
     };
     let mut window = Window {
         bytes: Bytes::new(),
@@ -174,6 +179,12 @@ async fn replay(
         };
         let Some(h) = BatchHeader::parse(head) else {
             r.stop = Some("zeroed or unreadable batch header".into());
+            if file_len % ALIGN == 0 && left < ALIGN {
+                let rest = window
+                    .cover(file, path, position, left as usize, left)
+                    .await?;
+                r.padding = rest.is_some_and(|b| b.iter().all(|&x| x == 0));
+            }
             break;
         };
         if h.total_bytes > STORED_BATCH_BYTES_MAX || h.total_bytes as u64 > left {
@@ -275,7 +286,9 @@ impl Segment {
             .await?;
         }
         report.batches_replayed = r.batches;
-        if r.valid_end < file_len {
+        if r.valid_end < file_len && r.padding {
+            report.padding_bytes = file_len - r.valid_end;
+        } else if r.valid_end < file_len {
             report.truncated_bytes = file_len - r.valid_end;
             report.truncation_reason = r.stop.clone();
             tracing::warn!(
@@ -285,6 +298,8 @@ impl Segment {
                 reason = r.stop.as_deref().unwrap_or(""),
                 "truncating log after the last intact batch"
             );
+        }
+        if r.valid_end < file_len {
             log_file
                 .truncate(r.valid_end)
                 .await
