@@ -87,13 +87,37 @@ pub enum StorageError {
 /// The storage engine's result type.
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;
 
+/// Errors that carry an OS error underneath. glommio's own conversion to `io::Error`
+/// re-wraps its enhanced errors as strings and loses the errno (ENOSPC, EIO), which
+/// callers need to tell a full disk from a failing one, so this unwraps them.
+pub trait IntoOsError {
+    /// The underlying `io::Error`, with its errno when there is one.
+    fn into_os_error(self) -> io::Error;
+}
+
+impl IntoOsError for io::Error {
+    fn into_os_error(self) -> io::Error {
+        self
+    }
+}
+
+impl<T> IntoOsError for glommio::GlommioError<T> {
+    fn into_os_error(self) -> io::Error {
+        match self {
+            glommio::GlommioError::IoError(e) => e,
+            glommio::GlommioError::EnhancedIoError { source, .. } => source,
+            other => other.into(),
+        }
+    }
+}
+
 impl StorageError {
     /// Wraps an I/O error with the operation and the path it concerned.
-    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Self {
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: impl IntoOsError) -> Self {
         StorageError::Io {
             op,
             path: path.into(),
-            source: source.into(),
+            source: source.into_os_error(),
         }
     }
 

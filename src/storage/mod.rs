@@ -24,6 +24,7 @@ pub mod batch_cache;
 pub mod clock;
 pub mod config;
 pub mod error;
+mod failpoint;
 pub mod flush;
 pub mod partition_log;
 pub mod record_batch;

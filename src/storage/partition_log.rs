@@ -556,7 +556,8 @@ impl PartitionLog {
 
     /// Makes everything appended durable, seals the active segment's files to their
     /// exact lengths and closes the log. Later calls on any clone fail with `Closed`.
-    /// A fenced log is closed without flushing.
+    /// A fenced log is closed without flushing, successfully: its failed appends were
+    /// already told so.
     pub async fn close(&self) -> Result<()> {
         let shared = &self.shared;
         let _permit = shared
@@ -593,7 +594,11 @@ impl PartitionLog {
         }
         shared.storage.cache().remove_log(shared.id);
         self.wake_waiters();
-        flushed
+        match flushed {
+            // The appends that the fence failed were told so; closing itself succeeded.
+            Err(StorageError::Fenced { .. }) => Ok(()),
+            other => other,
+        }
     }
 
     /// Closes the log and deletes its directory with every segment in it.
@@ -718,5 +723,107 @@ impl Future for Durable {
         let at = st.waiters.partition_point(|(t, _)| *t <= self.target);
         st.waiters.insert(at, (self.target, cx.waker().clone()));
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{
+        failpoint,
+        record_batch::build_batch,
+        shard_storage::ShardStorageConfig,
+        test_support::{run, test_dir},
+        Clock, FlushConfig,
+    };
+
+    fn one_batch(seed: u8) -> ProducePayload {
+        ProducePayload::validate(Bytes::from(build_batch(3, &[seed; 200], 0)), 1 << 20)
+            .expect("valid")
+    }
+
+    fn fails_then_fences(step: &'static str, errno: i32) {
+        let dir = test_dir();
+        run(async move {
+            let storage = ShardStorage::start(
+                ShardStorageConfig {
+                    data_dir: dir.path().to_path_buf(),
+                    flush: FlushConfig {
+                        interval: std::time::Duration::ZERO,
+                        ..FlushConfig::default()
+                    },
+                    cache_bytes_max: 1 << 20,
+                },
+                Clock::System,
+            )
+            .await
+            .expect("start");
+            let path = dir.path().join("t-0");
+            let (log, _) = storage
+                .open_log(&path, LogConfig::default())
+                .await
+                .expect("open");
+            log.append(&one_batch(1), 0)
+                .await
+                .expect("append")
+                .durable
+                .await
+                .expect("durable");
+            failpoint::arm(step, errno);
+            let failed = log
+                .append(&one_batch(2), 0)
+                .await
+                .expect("append is in memory");
+            let err = failed.durable.await.expect_err("the flush failed");
+            assert!(
+                matches!(&err, StorageError::Fenced { reason, .. } if reason.op == step && reason.raw_os_error == Some(errno)),
+                "{err}"
+            );
+            assert!(
+                matches!(
+                    log.append(&one_batch(3), 0).await,
+                    Err(StorageError::Fenced { .. })
+                ),
+                "no retry-and-pretend"
+            );
+            assert_eq!(
+                log.high_watermark(),
+                Offset(3),
+                "the failed append never became visible"
+            );
+            let read = log
+                .read(Offset(0), 1 << 20)
+                .await
+                .expect("reads below the high watermark work");
+            assert_eq!(read.records.len(), one_batch(1).total_bytes());
+            log.close().await.expect("closing a fenced log");
+            let (reopened, _) = storage
+                .open_log(&path, LogConfig::default())
+                .await
+                .expect("reopen");
+            let end = reopened.offsets().log_end;
+            assert!(
+                end == Offset(3) || end == Offset(6),
+                "the failed batch is whole or absent: {end}"
+            );
+            let again = reopened
+                .append(&one_batch(4), 0)
+                .await
+                .expect("appends after reopen");
+            assert_eq!(again.base_offset, end);
+            again.durable.await.expect("durable after reopen");
+            reopened.close().await.expect("close");
+            storage.shutdown().await;
+        });
+    }
+
+    #[test]
+    fn failed_fdatasync_fences_the_partition_until_reopened() {
+        fails_then_fences("fdatasync", 5);
+    }
+
+    #[test]
+    fn failed_write_fences_the_partition_until_reopened() {
+        fails_then_fences("write", 28);
     }
 }

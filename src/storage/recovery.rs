@@ -20,6 +20,7 @@ use glommio::io::DmaFile;
 
 use super::{
     config::{LogConfig, STORED_BATCH_BYTES_MAX},
+    error::IntoOsError,
     record_batch::{self, BatchHeader, HEADER_BYTES},
     segment::{open_dma, Segment, SegmentPaths},
     segment_appender::{SegmentAppender, ALIGN},
@@ -54,7 +55,7 @@ async fn read_optional(path: &Path) -> Result<Option<Bytes>> {
     {
         Ok(f) => f,
         Err(e) => {
-            let e = std::io::Error::from(e);
+            let e = e.into_os_error();
             if e.kind() == std::io::ErrorKind::NotFound {
                 return Ok(None);
             }

@@ -23,7 +23,7 @@ use std::{path::PathBuf, rc::Rc};
 use futures_util::future::try_join_all;
 use glommio::io::{DmaBuffer, DmaFile};
 
-use super::{config::FileGrowth, FilePosition, Result, StorageError};
+use super::{config::FileGrowth, failpoint, FilePosition, Result, StorageError};
 
 /// O_DIRECT alignment used for every position and length written. A multiple of every
 /// logical block size Linux supports, and the page size the tail rewrite works in.
@@ -318,6 +318,9 @@ impl FlushWrite {
             Ok::<(), StorageError>(())
         };
         let writes = self.chunks.iter().map(|chunk| async move {
+            if let Some(e) = failpoint::check("write") {
+                return Err(StorageError::io("write", path, e));
+            }
             let want = chunk.data.len();
             let n = file
                 .write_rc_at(Rc::clone(&chunk.data), chunk.position.0)
@@ -329,6 +332,9 @@ impl FlushWrite {
         written?;
         zeroed?;
         if sync {
+            if let Some(e) = failpoint::check("fdatasync") {
+                return Err(StorageError::io("fdatasync", path, e));
+            }
             file.fdatasync()
                 .await
                 .map_err(|e| StorageError::io("fdatasync", path, e))?;

@@ -1,0 +1,33 @@
+//! Fault injection for the storage engine's own unit tests: a named I/O step can be
+//! made to fail with a chosen OS error, because a real disk cannot be made to return
+//! EIO on demand here (no device-mapper). Compiled to nothing outside `cfg(test)`.
+
+use std::io;
+
+#[cfg(test)]
+thread_local! {
+    static ARMED: std::cell::RefCell<Vec<(&'static str, i32)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Makes the next `step` on this thread fail with OS error `errno`.
+#[cfg(test)]
+pub fn arm(step: &'static str, errno: i32) {
+    ARMED.with(|a| a.borrow_mut().push((step, errno)));
+}
+
+/// The injected error for `step`, if one is armed (consumed by this call).
+#[cfg(test)]
+pub fn check(step: &'static str) -> Option<io::Error> {
+    ARMED.with(|a| {
+        let mut armed = a.borrow_mut();
+        let i = armed.iter().position(|(s, _)| *s == step)?;
+        Some(io::Error::from_raw_os_error(armed.remove(i).1))
+    })
+}
+
+/// Outside tests nothing is ever injected.
+#[cfg(not(test))]
+#[inline(always)]
+pub fn check(_step: &'static str) -> Option<io::Error> {
+    None
+}
