@@ -76,7 +76,7 @@ fn full_disk_fails_appends_cleanly_and_recovers_when_space_is_freed() {
                 Err(e) => Err(e),
             };
             match result {
-                Ok(base) => acked.push((base, p.batches()[0].as_bytes().slice(16..))),
+                Ok(base) => acked.push((base, bytes::Bytes::copy_from_slice(&p.as_bytes()[16..]))),
                 Err(e) => {
                     failure = Some(e);
                     break;

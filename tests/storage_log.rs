@@ -28,7 +28,7 @@ fn dma_reads_work_after_writes_on_a_fresh_data_directory() {
         let batches = split_batches(&read.records);
         assert_eq!(batches.len(), 3);
         for (got, want) in batches.iter().zip(sent.batches()) {
-            assert_eq!(got.suffix, want.as_bytes().slice(16..));
+            assert_eq!(&got.suffix[..], &want.as_bytes()[16..]);
         }
         log.close().await.expect("close");
         storage.shutdown().await;

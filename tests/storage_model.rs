@@ -97,7 +97,7 @@ proptest! {
                         appended.durable.await.expect("durable");
                         for b in p.batches() {
                             let n = u64::from(b.record_count());
-                            model.push(ModelBatch { base: next, last: next + n - 1, suffix: b.as_bytes().slice(16..) });
+                            model.push(ModelBatch { base: next, last: next + n - 1, suffix: Bytes::copy_from_slice(&b.as_bytes()[16..]) });
                             next += n;
                         }
                     }

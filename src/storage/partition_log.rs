@@ -322,7 +322,7 @@ impl PartitionLog {
         let mut next = base_offset;
         let active = st.segments.back_mut().expect("active segment");
         for batch in payload.batches() {
-            active.append(batch, next, leader_epoch);
+            active.append(&batch, next, leader_epoch);
             next = Offset(next.0 + u64::from(batch.record_count()));
         }
         st.log_end = next;

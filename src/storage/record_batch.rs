@@ -117,11 +117,11 @@ pub enum BatchError {
     Empty,
 }
 
-/// A validated RecordBatch v2: a cheap view over bytes whose header, length and CRC have
-/// been checked. Holding one is proof that the bytes are a well-formed batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordBatch {
-    bytes: Bytes,
+/// A validated RecordBatch v2: a view over bytes whose header, length and CRC have been
+/// checked. Holding one is proof that the bytes are a well-formed batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordBatch<'a> {
+    bytes: &'a [u8],
 }
 
 fn be_i16(b: &[u8], at: usize) -> i16 {
@@ -182,24 +182,23 @@ impl BatchHeader {
     }
 }
 
-impl RecordBatch {
+impl<'a> RecordBatch<'a> {
     /// Validates the batch at the start of `bytes` and returns it with the bytes that
     /// follow it. Checks, in order: a whole header is present, `batchLength` fits the
     /// header and the buffer, the batch is at most `max_bytes`, magic is 2, the record
     /// count is positive and agrees with `lastOffsetDelta`, and the CRC-32C matches.
-    pub fn validate(bytes: &Bytes, max_bytes: usize) -> Result<(RecordBatch, Bytes), BatchError> {
+    pub fn validate(
+        bytes: &'a [u8],
+        max_bytes: usize,
+    ) -> Result<(RecordBatch<'a>, &'a [u8]), BatchError> {
         let size = check(bytes, max_bytes)?;
-        Ok((
-            RecordBatch {
-                bytes: bytes.slice(..size),
-            },
-            bytes.slice(size..),
-        ))
+        let (batch, rest) = bytes.split_at(size);
+        Ok((RecordBatch { bytes: batch }, rest))
     }
 
     /// The stored bytes of the batch, header included.
-    pub fn as_bytes(&self) -> &Bytes {
-        &self.bytes
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
     }
 
     /// Total size of the batch in bytes.
@@ -265,7 +264,7 @@ impl RecordBatch {
     }
 
     /// The batch bytes after the rewritten prefix; stored as sent.
-    pub fn unchanged_suffix(&self) -> &[u8] {
+    pub fn unchanged_suffix(&self) -> &'a [u8] {
         &self.bytes[REWRITTEN_PREFIX_BYTES..]
     }
 }
@@ -322,37 +321,57 @@ pub fn check(bytes: &[u8], max_bytes: usize) -> Result<usize, BatchError> {
     Ok(size)
 }
 
-/// The batches of one produce payload, all validated. Construction fails on the first
-/// bad batch, so a payload is stored whole or not at all.
-#[derive(Debug, Clone, Default)]
+/// The batches of one produce payload, all validated. Validation fails on the first bad
+/// batch, so a payload is stored whole or not at all. Holds the request's bytes without
+/// copying them and allocates nothing.
+#[derive(Debug, Clone)]
 pub struct ProducePayload {
-    batches: Vec<RecordBatch>,
+    bytes: Bytes,
+    batch_count: usize,
     record_count: u64,
-    total_bytes: usize,
 }
 
 impl ProducePayload {
     /// Validates every batch in `payload` (batches laid back to back, as in a produce
     /// request's `records` field), each at most `max_batch_bytes`.
     pub fn validate(payload: Bytes, max_batch_bytes: usize) -> Result<ProducePayload, BatchError> {
-        let mut rest = payload;
-        let mut out = ProducePayload::default();
+        let mut rest: &[u8] = &payload;
+        let mut batch_count = 0;
+        let mut record_count = 0;
         while !rest.is_empty() {
-            let (batch, tail) = RecordBatch::validate(&rest, max_batch_bytes)?;
-            out.record_count += u64::from(batch.record_count());
-            out.total_bytes += batch.len();
-            out.batches.push(batch);
+            let (batch, tail) = RecordBatch::validate(rest, max_batch_bytes)?;
+            record_count += u64::from(batch.record_count());
+            batch_count += 1;
             rest = tail;
         }
-        if out.batches.is_empty() {
+        if batch_count == 0 {
             return Err(BatchError::Empty);
         }
-        Ok(out)
+        Ok(ProducePayload {
+            bytes: payload,
+            batch_count,
+            record_count,
+        })
     }
 
     /// The validated batches in the order they were sent.
-    pub fn batches(&self) -> &[RecordBatch] {
-        &self.batches
+    pub fn batches(&self) -> impl Iterator<Item = RecordBatch<'_>> + '_ {
+        let mut rest: &[u8] = &self.bytes;
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            // Validated at construction: the declared lengths are known to fit.
+            let size = be_i32(rest, BATCH_LENGTH_AT) as usize + LOG_OVERHEAD_BYTES;
+            let (batch, tail) = rest.split_at(size);
+            rest = tail;
+            Some(RecordBatch { bytes: batch })
+        })
+    }
+
+    /// Number of batches.
+    pub fn batch_count(&self) -> usize {
+        self.batch_count
     }
 
     /// Records across all batches; the number of offsets the append will assign.
@@ -362,7 +381,12 @@ impl ProducePayload {
 
     /// Bytes across all batches.
     pub fn total_bytes(&self) -> usize {
-        self.total_bytes
+        self.bytes.len()
+    }
+
+    /// The payload as received.
+    pub fn as_bytes(&self) -> &Bytes {
+        &self.bytes
     }
 }
 
@@ -446,7 +470,8 @@ mod tests {
         let mut payload = build_batch(2, b"a", 0);
         payload.extend(build_batch(5, b"bb", 10));
         let p = ProducePayload::validate(Bytes::from(payload), 1 << 20).expect("valid");
-        assert_eq!(p.batches().len(), 2);
+        assert_eq!(p.batches().count(), 2);
+        assert_eq!(p.batch_count(), 2);
         assert_eq!(p.record_count(), 7);
     }
 
@@ -464,7 +489,7 @@ mod tests {
         let check = |mutate: &dyn Fn(&mut Vec<u8>), want: &dyn Fn(&BatchError) -> bool| {
             let mut b = good.clone();
             mutate(&mut b);
-            let err = RecordBatch::validate(&Bytes::from(b), 1 << 20).unwrap_err();
+            let err = RecordBatch::validate(&b, 1 << 20).unwrap_err();
             assert!(want(&err), "unexpected {err:?}");
         };
         check(&|b| b.truncate(40), &|e| {
@@ -500,7 +525,7 @@ mod tests {
             },
             &|e| matches!(e, BatchError::OffsetDeltaMismatch { .. }),
         );
-        let err = RecordBatch::validate(&Bytes::from(good.clone()), 20).unwrap_err();
+        let err = RecordBatch::validate(&good, 20).unwrap_err();
         assert!(matches!(err, BatchError::TooLarge { max: 20, .. }));
     }
 
@@ -510,7 +535,7 @@ mod tests {
         let (b, _) = RecordBatch::validate(&bytes, 1 << 20).expect("valid");
         let mut stored = b.rewritten_prefix(Offset(1234), 7).to_vec();
         stored.extend_from_slice(b.unchanged_suffix());
-        let (again, _) = RecordBatch::validate(&Bytes::from(stored), 1 << 20).expect("valid");
+        let (again, _) = RecordBatch::validate(&stored, 1 << 20).expect("valid");
         assert_eq!(again.base_offset(), 1234);
         assert_eq!(be_i32(again.as_bytes(), LEADER_EPOCH_AT), 7);
         let h = BatchHeader::parse(again.as_bytes()).expect("header");
@@ -539,7 +564,7 @@ mod tests {
             let span = (b.len() - REWRITTEN_PREFIX_BYTES) * 8;
             let bit = REWRITTEN_PREFIX_BYTES * 8 + bit % span;
             b[bit / 8] ^= 1 << (bit % 8);
-            proptest::prop_assert!(RecordBatch::validate(&Bytes::from(b), 1 << 20).is_err());
+            proptest::prop_assert!(RecordBatch::validate(&b, 1 << 20).is_err());
         }
     }
 }

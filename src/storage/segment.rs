@@ -179,7 +179,7 @@ impl Segment {
 
     /// Copies `batch` to the segment's tail with `base_offset` assigned, and indexes it.
     /// In memory until the next flush. Only for the active segment.
-    pub fn append(&mut self, batch: &RecordBatch, base_offset: Offset, leader_epoch: i32) {
+    pub fn append(&mut self, batch: &RecordBatch<'_>, base_offset: Offset, leader_epoch: i32) {
         assert_eq!(base_offset, self.next_offset, "offsets are dense");
         let writer = self
             .writer

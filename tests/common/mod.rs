@@ -100,14 +100,13 @@ pub fn split_batches(records: &Bytes) -> Vec<StoredBatch> {
     let mut rest = records.clone();
     while !rest.is_empty() {
         let h = BatchHeader::parse(&rest).expect("header");
-        let (batch, tail) =
-            weir::storage::RecordBatch::validate(&rest, usize::MAX).expect("intact batch");
+        let size = weir::storage::record_batch::check(&rest, usize::MAX).expect("intact batch");
         out.push(StoredBatch {
             base_offset: h.base_offset as u64,
             last_offset: h.last_offset() as u64,
-            suffix: batch.as_bytes().slice(16..),
+            suffix: rest.slice(16..size),
         });
-        rest = tail;
+        rest = rest.slice(size..);
     }
     out
 }
