@@ -213,42 +213,42 @@ impl<'a> RecordBatch<'a> {
 
     /// Number of records (`lastOffsetDelta + 1`, which validation tied to `recordCount`).
     pub fn record_count(&self) -> u32 {
-        be_i32(&self.bytes, RECORD_COUNT_AT) as u32
+        be_i32(self.bytes, RECORD_COUNT_AT) as u32
     }
 
     /// `baseOffset` as the client sent it (normally 0).
     pub fn base_offset(&self) -> i64 {
-        be_i64(&self.bytes, 0)
+        be_i64(self.bytes, 0)
     }
 
     /// `attributes`: compression codec, timestamp type, transactional and control bits.
     pub fn attributes(&self) -> i16 {
-        be_i16(&self.bytes, ATTRIBUTES_AT)
+        be_i16(self.bytes, ATTRIBUTES_AT)
     }
 
     /// `baseTimestamp`, the timestamp of the first record.
     pub fn base_timestamp(&self) -> i64 {
-        be_i64(&self.bytes, BASE_TIMESTAMP_AT)
+        be_i64(self.bytes, BASE_TIMESTAMP_AT)
     }
 
     /// `maxTimestamp`, the largest record timestamp in the batch.
     pub fn max_timestamp(&self) -> i64 {
-        be_i64(&self.bytes, MAX_TIMESTAMP_AT)
+        be_i64(self.bytes, MAX_TIMESTAMP_AT)
     }
 
     /// `producerId`, or -1 for a producer without idempotence.
     pub fn producer_id(&self) -> i64 {
-        be_i64(&self.bytes, PRODUCER_ID_AT)
+        be_i64(self.bytes, PRODUCER_ID_AT)
     }
 
     /// `producerEpoch`.
     pub fn producer_epoch(&self) -> i16 {
-        be_i16(&self.bytes, PRODUCER_EPOCH_AT)
+        be_i16(self.bytes, PRODUCER_EPOCH_AT)
     }
 
     /// `baseSequence`, or -1 for a producer without idempotence.
     pub fn base_sequence(&self) -> i32 {
-        be_i32(&self.bytes, BASE_SEQUENCE_AT)
+        be_i32(self.bytes, BASE_SEQUENCE_AT)
     }
 
     /// The first [`REWRITTEN_PREFIX_BYTES`] of the batch as they must be stored once the
