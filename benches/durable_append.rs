@@ -125,9 +125,21 @@ fn durable_append(c: &mut Criterion) {
             },
         ),
         (
+            "zerofill_2m",
+            FileGrowth::ZeroFill {
+                step_bytes: 2 << 20,
+            },
+        ),
+        (
             "zerofill_8m",
             FileGrowth::ZeroFill {
                 step_bytes: 8 << 20,
+            },
+        ),
+        (
+            "zerofill_32m",
+            FileGrowth::ZeroFill {
+                step_bytes: 32 << 20,
             },
         ),
     ];

@@ -23,7 +23,7 @@ use super::{
     error::IntoOsError,
     record_batch::{self, BatchHeader, HEADER_BYTES},
     segment::{open_dma, Segment, SegmentPaths},
-    segment_appender::{SegmentAppender, ALIGN},
+    segment_appender::SegmentAppender,
     segment_index::{IndexedBatch, OffsetIndex, SegmentIndex, TimeIndex},
     FilePosition, Offset, Result, StorageError,
 };
@@ -31,13 +31,18 @@ use super::{
 /// Bytes read per step while replaying a log.
 const SCAN_WINDOW_BYTES: usize = 1 << 20;
 
+/// The most trailing zeros recovery reads to tell padding from damage. Larger than any
+/// zero-fill step in use; a longer zero tail is reported as truncated.
+const PADDING_BYTES_MAX: u64 = 64 << 20;
+
 /// What opening a segment found and repaired.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
     /// Bytes cut from the end of the log (torn, zeroed or corrupt), not counting the
-    /// zero padding of the last page that every O_DIRECT flush leaves.
+    /// zeros that every O_DIRECT flush and zero-fill ahead leave past the last batch.
     pub truncated_bytes: u64,
-    /// Zero padding trimmed from the last page (normal after a crash).
+    /// Zeros trimmed from the end of the log: page padding and zero-fill ahead of the
+    /// tail (normal after a crash).
     pub padding_bytes: u64,
     /// Why the log was cut, when it was.
     pub truncation_reason: Option<String>,
@@ -180,12 +185,6 @@ async fn replay(
         };
         let Some(h) = BatchHeader::parse(head) else {
             r.stop = Some("zeroed or unreadable batch header".into());
-            if file_len % ALIGN == 0 && left < ALIGN {
-                let rest = window
-                    .cover(file, path, position, left as usize, left)
-                    .await?;
-                r.padding = rest.is_some_and(|b| b.iter().all(|&x| x == 0));
-            }
             break;
         };
         if h.total_bytes > STORED_BATCH_BYTES_MAX || h.total_bytes as u64 > left {
@@ -229,6 +228,15 @@ async fn replay(
         position += h.total_bytes as u64;
         r.valid_end = position;
         r.next_offset = Offset(last.0 + 1);
+    }
+    // Zeros to the end of the file are what O_DIRECT page padding and zero-fill ahead
+    // leave behind; anything else is damage.
+    let left = file_len - r.valid_end;
+    if left > 0 && left <= PADDING_BYTES_MAX {
+        let rest = window
+            .cover(file, path, r.valid_end, left as usize, left)
+            .await?;
+        r.padding = rest.is_some_and(|b| b.iter().all(|&x| x == 0));
     }
     Ok(r)
 }

@@ -13,15 +13,25 @@
 //! `end` is on stable storage. Flushes of one appender must not overlap: the caller
 //! awaits one before beginning the next (the shard's flush loop does).
 //!
+//! Write-behind: a chunk that fills up between flushes is written at once, so the disk
+//! works while appends continue and a flush is left with the tail and the fdatasync. Two
+//! rules keep concurrent writes from ever touching the same page: a chunk that begins
+//! with a copied tail page (whose older version the previous flush may still be writing)
+//! waits for the next flush instead, and under [`FileGrowth::ZeroFill`] a chunk is
+//! written early only inside zeros that are already on disk.
+//!
 //! Sealed chunks are shared (`Rc`) with the batch cache, so the bytes a flush wrote stay
 //! readable from memory without a second copy.
 //!
 //! [`begin_flush`]: SegmentAppender::begin_flush
 
-use std::{path::PathBuf, rc::Rc};
+use std::{cell::Cell, path::PathBuf, rc::Rc};
 
 use futures_util::future::try_join_all;
-use glommio::io::{DmaBuffer, DmaFile};
+use glommio::{
+    io::{DmaBuffer, DmaFile},
+    Task,
+};
 
 use super::{config::FileGrowth, failpoint, FilePosition, Result, StorageError};
 
@@ -81,7 +91,11 @@ pub struct SegmentAppender {
     /// Bytes of the current chunk already handed to a flush (the copied tail page).
     chunk_flushed: usize,
     sealed: Vec<Chunk>,
+    /// Chunks already being written by write-behind, for the next flush to await.
+    behind: Vec<(Chunk, Task<Result<()>>)>,
     allocated_end: u64,
+    /// End of the zeros known to be on disk (ZeroFill), set when a zero-fill completes.
+    zeroed_end: Rc<Cell<u64>>,
     appended_since_flush: usize,
 }
 
@@ -130,7 +144,9 @@ impl SegmentAppender {
             chunk_bytes_max,
             chunk_flushed: tail,
             sealed: Vec::new(),
+            behind: Vec::new(),
             allocated_end: len,
+            zeroed_end: Rc::new(Cell::new(len)),
             appended_since_flush: 0,
         })
     }
@@ -147,7 +163,7 @@ impl SegmentAppender {
 
     /// True when bytes were appended since the last [`begin_flush`](Self::begin_flush).
     pub fn is_dirty(&self) -> bool {
-        !self.sealed.is_empty() || self.chunk_len > self.chunk_flushed
+        !self.sealed.is_empty() || !self.behind.is_empty() || self.chunk_len > self.chunk_flushed
     }
 
     /// Copies `parts`, in order, to the end of the file's in-memory image. In memory
@@ -174,12 +190,27 @@ impl SegmentAppender {
         let capacity = self.chunk_bytes_max;
         let next = self.file.alloc_dma_buffer(capacity);
         let full = std::mem::replace(&mut self.chunk, next);
-        self.sealed.push(Chunk {
+        let chunk = Chunk {
             position: FilePosition(self.chunk_position),
             data: Rc::new(full),
             valid_bytes: self.chunk_capacity,
             capacity: self.chunk_capacity,
-        });
+        };
+        let overlaps_flushed_tail = self.chunk_flushed > 0;
+        let inside_zeros = match self.growth {
+            FileGrowth::ZeroFill { .. } => chunk.end().0 <= self.zeroed_end.get(),
+            FileGrowth::Append | FileGrowth::Fallocate { .. } => true,
+        };
+        if overlaps_flushed_tail || !inside_zeros {
+            self.sealed.push(chunk);
+        } else {
+            let write = glommio::spawn_local(write_chunk(
+                Rc::clone(&self.file),
+                self.path.clone(),
+                chunk.clone(),
+            ));
+            self.behind.push((chunk, write));
+        }
         self.chunk_position += self.chunk_capacity as u64;
         self.chunk_capacity = capacity;
         self.chunk_len = 0;
@@ -196,15 +227,22 @@ impl SegmentAppender {
         if self.chunk_len > self.chunk_flushed {
             self.seal_partial_chunk();
         }
-        let chunks = std::mem::take(&mut self.sealed);
+        let behind = std::mem::take(&mut self.behind);
+        let writes = std::mem::take(&mut self.sealed);
+        let mut chunks: Vec<Chunk> = behind.iter().map(|(c, _)| c.clone()).collect();
+        chunks.extend(writes.iter().cloned());
+        chunks.sort_by_key(|c| c.position);
         let end = chunks.last().map_or(self.end(), Chunk::end);
         let growth = self.plan_growth(end.0);
         Some(FlushWrite {
             file: Rc::clone(&self.file),
             path: self.path.clone(),
             chunks,
+            writes,
+            behind: behind.into_iter().map(|(_, task)| task).collect(),
             end,
             growth,
+            zeroed_end: Rc::clone(&self.zeroed_end),
         })
     }
 
@@ -270,18 +308,35 @@ enum Growth {
     ZeroFill { from: u64, bytes: usize },
 }
 
-/// One flush of one file: the sealed chunks, ready to be written. Holds no borrow of
-/// the appender, so appends continue while it runs.
+/// One flush of one file: the sealed chunks, ready to be written, and the write-behind
+/// writes to wait for. Holds no borrow of the appender, so appends continue while it
+/// runs.
 pub struct FlushWrite {
     file: Rc<DmaFile>,
     path: PathBuf,
     chunks: Vec<Chunk>,
+    writes: Vec<Chunk>,
+    behind: Vec<Task<Result<()>>>,
     end: FilePosition,
     growth: Growth,
+    zeroed_end: Rc<Cell<u64>>,
+}
+
+async fn write_chunk(file: Rc<DmaFile>, path: PathBuf, chunk: Chunk) -> Result<()> {
+    if let Some(e) = failpoint::check("write") {
+        return Err(StorageError::io("write", &path, e));
+    }
+    let want = chunk.data.len();
+    let n = file
+        .write_rc_at(Rc::clone(&chunk.data), chunk.position.0)
+        .await
+        .map_err(|e| StorageError::io("write", &path, e))?;
+    check_full_write(&path, chunk.position.0, n, want)
 }
 
 impl FlushWrite {
-    /// The chunks this flush writes, for the batch cache.
+    /// The chunks this flush makes durable (written now or by write-behind), in file
+    /// order, for the batch cache.
     pub fn chunks(&self) -> &[Chunk] {
         &self.chunks
     }
@@ -291,9 +346,10 @@ impl FlushWrite {
         self.end
     }
 
-    /// Writes every chunk concurrently, then fdatasyncs when `sync`. Returns the end
-    /// position, durable when `sync` was set. Fails with the first I/O error or short
-    /// write; the caller must then treat the file's tail as unknown (fail-stop).
+    /// Writes every chunk concurrently and waits for the write-behind ones, then
+    /// fdatasyncs when `sync`. Returns the end position, durable when `sync` was set.
+    /// Fails with the first I/O error or short write; the caller must then treat the
+    /// file's tail as unknown (fail-stop).
     pub async fn run(self, sync: bool) -> Result<FilePosition> {
         let path = &self.path;
         let file = &self.file;
@@ -305,6 +361,7 @@ impl FlushWrite {
                 .map_err(|e| StorageError::io("fallocate", path, e))?,
             Growth::ZeroFill { .. } => {}
         }
+        let zeroed_end = &self.zeroed_end;
         let zero_fill = async {
             if let Growth::ZeroFill { from, bytes } = self.growth {
                 let mut zeros = file.alloc_dma_buffer(bytes);
@@ -314,22 +371,21 @@ impl FlushWrite {
                     .await
                     .map_err(|e| StorageError::io("zero-fill", path, e))?;
                 check_full_write(path, from, n, bytes)?;
+                zeroed_end.set(zeroed_end.get().max(from + bytes as u64));
             }
             Ok::<(), StorageError>(())
         };
-        let writes = self.chunks.iter().map(|chunk| async move {
-            if let Some(e) = failpoint::check("write") {
-                return Err(StorageError::io("write", path, e));
-            }
-            let want = chunk.data.len();
-            let n = file
-                .write_rc_at(Rc::clone(&chunk.data), chunk.position.0)
-                .await
-                .map_err(|e| StorageError::io("write", path, e))?;
-            check_full_write(path, chunk.position.0, n, want)
-        });
-        let (written, zeroed) = futures_lite::future::zip(try_join_all(writes), zero_fill).await;
+        let writes = self
+            .writes
+            .iter()
+            .map(|chunk| write_chunk(Rc::clone(file), path.clone(), chunk.clone()));
+        let ((written, behind), zeroed) = futures_lite::future::zip(
+            futures_lite::future::zip(try_join_all(writes), try_join_all(self.behind)),
+            zero_fill,
+        )
+        .await;
         written?;
+        behind?;
         zeroed?;
         if sync {
             if let Some(e) = failpoint::check("fdatasync") {
