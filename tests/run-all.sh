@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every test weir has, installing what the tests need first; `.ci/run` runs
+# exactly this on a fresh machine. Lints are part of the build: formatting and clippy
+# warnings fail the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The disk-full test mounts a small ext4 image through a loop device.
+need=()
+command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+command -v mount >/dev/null || need+=(mount)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+
+cargo fmt --all --check
+cargo clippy --all-targets -- -D warnings
+# Benches run once each in test mode, so they cannot rot.
+cargo test --benches
+cargo test --lib --tests
