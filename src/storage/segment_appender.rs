@@ -93,9 +93,16 @@ pub struct SegmentAppender {
     sealed: Vec<Chunk>,
     /// Chunks already being written by write-behind, for the next flush to await.
     behind: Vec<(Chunk, Task<Result<()>>)>,
+    /// End of the space that growth operations have been started for.
     allocated_end: u64,
-    /// End of the zeros known to be on disk (ZeroFill), set when a zero-fill completes.
+    /// End of the space known to be zeroed on disk (ZeroFill), set by each zero-fill as
+    /// it completes. Zero-fills run one at a time, so this only moves forward.
     zeroed_end: Rc<Cell<u64>>,
+    /// Growth operations started since the last flush; the flush waits for them before
+    /// writing anything that may fall in their range.
+    growing: Vec<Task<Result<()>>>,
+    /// True while a zero-fill is running.
+    zero_filling: Rc<Cell<bool>>,
     appended_since_flush: usize,
 }
 
@@ -147,6 +154,8 @@ impl SegmentAppender {
             behind: Vec::new(),
             allocated_end: len,
             zeroed_end: Rc::new(Cell::new(len)),
+            growing: Vec::new(),
+            zero_filling: Rc::new(Cell::new(false)),
             appended_since_flush: 0,
         })
     }
@@ -215,6 +224,7 @@ impl SegmentAppender {
         self.chunk_capacity = capacity;
         self.chunk_len = 0;
         self.chunk_flushed = 0;
+        self.grow_ahead();
     }
 
     /// Seals everything appended since the last flush and returns the write that puts
@@ -227,22 +237,21 @@ impl SegmentAppender {
         if self.chunk_len > self.chunk_flushed {
             self.seal_partial_chunk();
         }
+        self.grow_ahead();
         let behind = std::mem::take(&mut self.behind);
         let writes = std::mem::take(&mut self.sealed);
         let mut chunks: Vec<Chunk> = behind.iter().map(|(c, _)| c.clone()).collect();
         chunks.extend(writes.iter().cloned());
         chunks.sort_by_key(|c| c.position);
         let end = chunks.last().map_or(self.end(), Chunk::end);
-        let growth = self.plan_growth(end.0);
         Some(FlushWrite {
             file: Rc::clone(&self.file),
             path: self.path.clone(),
             chunks,
             writes,
             behind: behind.into_iter().map(|(_, task)| task).collect(),
+            growing: std::mem::take(&mut self.growing),
             end,
-            growth,
-            zeroed_end: Rc::clone(&self.zeroed_end),
         })
     }
 
@@ -273,39 +282,60 @@ impl SegmentAppender {
         self.appended_since_flush = 0;
     }
 
-    fn plan_growth(&mut self, end: u64) -> Growth {
-        let written_end = align_up(end);
+    /// Starts the next growth step once appends come within half a step of the space
+    /// already grown. Runs ahead of the data, so write-behind finds zeroed space.
+    fn grow_ahead(&mut self) {
+        let end = align_up(self.end().0);
         match self.growth {
-            FileGrowth::Append => Growth::None,
+            FileGrowth::Append => {}
             FileGrowth::Fallocate { step_bytes } => {
-                if written_end <= self.allocated_end {
-                    return Growth::None;
+                if end + step_bytes / 2 <= self.allocated_end {
+                    return;
                 }
-                let target = (written_end / step_bytes + 1) * step_bytes;
+                let target = (end / step_bytes + 1) * step_bytes;
                 self.allocated_end = target;
-                Growth::Fallocate { end: target }
+                let (file, path) = (Rc::clone(&self.file), self.path.clone());
+                self.growing.push(glommio::spawn_local(async move {
+                    file.pre_allocate(target, false)
+                        .await
+                        .map_err(|e| StorageError::io("fallocate", &path, e))
+                }));
             }
             FileGrowth::ZeroFill { step_bytes } => {
-                if written_end + step_bytes / 2 <= self.allocated_end {
-                    return Growth::None;
+                if end + step_bytes / 2 <= self.allocated_end || self.zero_filling.get() {
+                    return;
                 }
-                // Zeros go strictly beyond this flush's writes, so the two never race.
-                let from = self.allocated_end.max(written_end);
+                // Zeros go strictly beyond every byte appended so far, so they never
+                // land on data; later writes into this range wait for them (flushes
+                // await `growing`; write-behind checks `zeroed_end`).
+                let from = self.allocated_end.max(end);
                 self.allocated_end = from + step_bytes;
-                Growth::ZeroFill {
-                    from,
-                    bytes: step_bytes as usize,
-                }
+                self.zero_filling.set(true);
+                let (file, path) = (Rc::clone(&self.file), self.path.clone());
+                let (zeroed_end, zero_filling) =
+                    (Rc::clone(&self.zeroed_end), Rc::clone(&self.zero_filling));
+                self.growing.push(glommio::spawn_local(async move {
+                    let result = zero_fill(&file, &path, from, step_bytes as usize).await;
+                    zero_filling.set(false);
+                    result?;
+                    // Everything below `from` is data appended before this step began
+                    // or earlier zeros.
+                    zeroed_end.set(from + step_bytes);
+                    Ok(())
+                }));
             }
         }
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Growth {
-    None,
-    Fallocate { end: u64 },
-    ZeroFill { from: u64, bytes: usize },
+async fn zero_fill(file: &DmaFile, path: &std::path::Path, from: u64, bytes: usize) -> Result<()> {
+    let mut zeros = file.alloc_dma_buffer(bytes);
+    zeros.as_bytes_mut().fill(0);
+    let n = file
+        .write_at(zeros, from)
+        .await
+        .map_err(|e| StorageError::io("zero-fill", path, e))?;
+    check_full_write(path, from, n, bytes)
 }
 
 /// One flush of one file: the sealed chunks, ready to be written, and the write-behind
@@ -317,9 +347,8 @@ pub struct FlushWrite {
     chunks: Vec<Chunk>,
     writes: Vec<Chunk>,
     behind: Vec<Task<Result<()>>>,
+    growing: Vec<Task<Result<()>>>,
     end: FilePosition,
-    growth: Growth,
-    zeroed_end: Rc<Cell<u64>>,
 }
 
 async fn write_chunk(file: Rc<DmaFile>, path: PathBuf, chunk: Chunk) -> Result<()> {
@@ -353,40 +382,16 @@ impl FlushWrite {
     pub async fn run(self, sync: bool) -> Result<FilePosition> {
         let path = &self.path;
         let file = &self.file;
-        match self.growth {
-            Growth::None => {}
-            Growth::Fallocate { end } => file
-                .pre_allocate(end, false)
-                .await
-                .map_err(|e| StorageError::io("fallocate", path, e))?,
-            Growth::ZeroFill { .. } => {}
-        }
-        let zeroed_end = &self.zeroed_end;
-        let zero_fill = async {
-            if let Growth::ZeroFill { from, bytes } = self.growth {
-                let mut zeros = file.alloc_dma_buffer(bytes);
-                zeros.as_bytes_mut().fill(0);
-                let n = file
-                    .write_at(zeros, from)
-                    .await
-                    .map_err(|e| StorageError::io("zero-fill", path, e))?;
-                check_full_write(path, from, n, bytes)?;
-                zeroed_end.set(zeroed_end.get().max(from + bytes as u64));
-            }
-            Ok::<(), StorageError>(())
-        };
+        // Growth started before this flush may cover where its chunks go: wait for it.
+        try_join_all(self.growing).await?;
         let writes = self
             .writes
             .iter()
             .map(|chunk| write_chunk(Rc::clone(file), path.clone(), chunk.clone()));
-        let ((written, behind), zeroed) = futures_lite::future::zip(
-            futures_lite::future::zip(try_join_all(writes), try_join_all(self.behind)),
-            zero_fill,
-        )
-        .await;
+        let (written, behind) =
+            futures_lite::future::zip(try_join_all(writes), try_join_all(self.behind)).await;
         written?;
         behind?;
-        zeroed?;
         if sync {
             if let Some(e) = failpoint::check("fdatasync") {
                 return Err(StorageError::io("fdatasync", path, e));
