@@ -140,3 +140,45 @@ impl Default for FlushConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        LogConfig::default().validate().expect("defaults");
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused_with_their_name() {
+        let cases = [
+            LogConfig {
+                segment_bytes: 1 << 40,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                index_interval_bytes: 0,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                write_chunk_bytes_max: 100,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                growth: FileGrowth::ZeroFill { step_bytes: 1000 },
+                ..LogConfig::default()
+            },
+        ];
+        let names = [
+            "segment_bytes",
+            "index_interval_bytes",
+            "write_chunk_bytes_max",
+            "growth step",
+        ];
+        for (config, name) in cases.iter().zip(names) {
+            let err = config.validate().expect_err(name).to_string();
+            assert!(err.contains(name), "{err}");
+        }
+    }
+}

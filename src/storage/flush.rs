@@ -165,3 +165,95 @@ impl<F: Fn(&SchedulerState) -> bool> Future for WaitFor<'_, F> {
         Poll::Pending
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::test_support::run;
+    use std::time::Duration;
+
+    /// A target that records when each of its flushes began.
+    struct Recorder {
+        began: RefCell<Vec<Instant>>,
+    }
+
+    impl FlushTarget for Recorder {
+        fn begin_flush(self: Rc<Self>, _sync: bool) -> Option<LocalBoxFuture<'static, ()>> {
+            self.began.borrow_mut().push(Instant::now());
+            Some(Box::pin(async {}))
+        }
+    }
+
+    fn scheduler(interval_ms: u64, dirty_bytes_max: u64) -> (FlushScheduler, glommio::Task<()>) {
+        let s = FlushScheduler::new(FlushConfig {
+            interval: Duration::from_millis(interval_ms),
+            dirty_bytes_max,
+            mode: FlushMode::Fsync,
+        });
+        let task = glommio::spawn_local(s.clone().run());
+        (s, task)
+    }
+
+    #[test]
+    fn a_round_waits_for_the_interval_after_the_first_dirty_append() {
+        run(async {
+            let (s, task) = scheduler(30, u64::MAX);
+            let r = Rc::new(Recorder {
+                began: RefCell::new(Vec::new()),
+            });
+            let queued = Instant::now();
+            s.enqueue(r.clone());
+            glommio::timer::sleep(Duration::from_millis(60)).await;
+            let began = r.began.borrow().clone();
+            assert_eq!(began.len(), 1);
+            assert!(
+                began[0] - queued >= Duration::from_millis(30),
+                "{:?}",
+                began[0] - queued
+            );
+            s.stop();
+            task.await;
+        });
+    }
+
+    #[test]
+    fn dirty_bytes_past_the_limit_start_the_round_early() {
+        run(async {
+            let (s, task) = scheduler(10_000, 1000);
+            let r = Rc::new(Recorder {
+                began: RefCell::new(Vec::new()),
+            });
+            s.enqueue(r.clone());
+            s.add_dirty_bytes(999);
+            glommio::timer::sleep(Duration::from_millis(20)).await;
+            assert!(r.began.borrow().is_empty(), "below the limit: waits");
+            s.add_dirty_bytes(1);
+            glommio::timer::sleep(Duration::from_millis(20)).await;
+            assert_eq!(r.began.borrow().len(), 1, "at the limit: flushes");
+            s.stop();
+            task.await;
+        });
+    }
+
+    #[test]
+    fn zero_interval_flushes_at_once_and_stop_drains_the_queue() {
+        run(async {
+            let (s, task) = scheduler(0, u64::MAX);
+            let r = Rc::new(Recorder {
+                began: RefCell::new(Vec::new()),
+            });
+            s.enqueue(r.clone());
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+            assert_eq!(r.began.borrow().len(), 1);
+            assert_eq!(s.rounds(), 1);
+            s.enqueue(r.clone());
+            s.stop();
+            task.await;
+            assert_eq!(
+                r.began.borrow().len(),
+                2,
+                "stopping flushes what was queued"
+            );
+        });
+    }
+}

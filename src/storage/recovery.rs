@@ -48,6 +48,9 @@ pub struct RecoveryReport {
     pub truncation_reason: Option<String>,
     /// True when the index files were missing or damaged and rebuilt from the log.
     pub index_rebuilt: bool,
+    /// True when an index file on disk differed from the replayed index and was
+    /// rewritten (after a crash, the active segment's indexes usually are).
+    pub indexes_rewritten: bool,
     /// Batches checked during replay.
     pub batches_replayed: u64,
 }
@@ -318,13 +321,18 @@ impl Segment {
                 .await
                 .map_err(|e| StorageError::io("fdatasync", &paths.log, e))?;
         }
+        // A sealed segment's time index ends with its largest timestamp; restoring that
+        // entry makes a cleanly sealed segment's replayed index equal its files.
+        index.seal_time_entry();
         let index_bytes = index.offsets().encode();
         let time_bytes = index.times().encode();
         if index_file.as_deref() != Some(&index_bytes[..]) {
             rewrite(&paths.index, &index_bytes).await?;
+            report.indexes_rewritten = true;
         }
         if time_file.as_deref() != Some(&time_bytes[..]) {
             rewrite(&paths.time_index, &time_bytes).await?;
+            report.indexes_rewritten = true;
         }
         if report.index_rebuilt {
             tracing::warn!(path = %paths.index.display(), "rebuilt segment indexes from the log");
@@ -344,5 +352,121 @@ impl Segment {
             },
             report,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{
+        record_batch::{build_batch, ProducePayload},
+        segment_index::OffsetEntry,
+        test_support::{run, test_dir},
+    };
+
+    fn config() -> LogConfig {
+        LogConfig {
+            index_interval_bytes: 1000,
+            ..LogConfig::default()
+        }
+    }
+
+    /// A sealed segment of 20 batches of 3 records, about 600 bytes each.
+    async fn sealed_segment(dir: &Path) -> Segment {
+        let mut s = Segment::create(dir, Offset(0), &config(), 0)
+            .await
+            .expect("create");
+        for i in 0..20u64 {
+            let p = ProducePayload::validate(
+                Bytes::from(build_batch(3, &[i as u8; 500], i as i64)),
+                1 << 20,
+            )
+            .expect("valid");
+            for b in p.batches() {
+                s.append(&b, s.next_offset(), 0);
+            }
+        }
+        s.start_sealing();
+        let (flush, _) = s.begin_flush().expect("dirty");
+        let size = flush.size();
+        flush.run(true).await.expect("flush");
+        s.complete_flush(size, true);
+        s
+    }
+
+    #[test]
+    fn sealed_segments_reopen_clean_with_the_same_indexes() {
+        let dir = test_dir();
+        run(async move {
+            let s = sealed_segment(dir.path()).await;
+            assert_eq!(
+                std::fs::metadata(&s.paths.log).expect("log").len(),
+                s.size(),
+                "exact length"
+            );
+            let (again, report) = Segment::open(dir.path(), Offset(0), &config(), 0)
+                .await
+                .expect("open");
+            assert_eq!(
+                report,
+                RecoveryReport {
+                    batches_replayed: report.batches_replayed,
+                    ..RecoveryReport::default()
+                }
+            );
+            assert!(
+                report.batches_replayed <= 3,
+                "replay starts at the last index entry"
+            );
+            assert_eq!(again.index, s.index);
+            assert_eq!(again.next_offset(), Offset(60));
+        });
+    }
+
+    #[test]
+    fn an_index_entry_pointing_at_no_batch_falls_back_to_a_full_replay() {
+        let dir = test_dir();
+        run(async move {
+            let s = sealed_segment(dir.path()).await;
+            let mut index = s.index.offsets().clone();
+            let last = *index.entries().last().expect("entries");
+            // Still increasing and inside the file, but in the middle of a batch.
+            index.push(OffsetEntry {
+                relative_offset: last.relative_offset + 1,
+                position: last.position + 7,
+            });
+            std::fs::write(&s.paths.index, index.encode()).expect("write");
+            let (again, report) = Segment::open(dir.path(), Offset(0), &config(), 0)
+                .await
+                .expect("open");
+            assert!(report.index_rebuilt);
+            assert_eq!(report.truncated_bytes, 0, "{report:?}");
+            assert_eq!(report.batches_replayed, 20);
+            assert_eq!(again.index, s.index);
+        });
+    }
+
+    #[test]
+    fn a_batch_whose_offsets_do_not_follow_ends_the_log() {
+        let dir = test_dir();
+        run(async move {
+            let s = sealed_segment(dir.path()).await;
+            let mut bytes = std::fs::read(&s.paths.log).expect("read");
+            // The 11th batch claims base offset 999 (outside the CRC, so only the
+            // continuity check can catch it).
+            let at = 10 * (bytes.len() / 20);
+            bytes[at..at + 8].copy_from_slice(&999i64.to_be_bytes());
+            std::fs::write(&s.paths.log, &bytes).expect("write");
+            std::fs::remove_file(&s.paths.index).expect("drop index");
+            let (again, report) = Segment::open(dir.path(), Offset(0), &config(), 0)
+                .await
+                .expect("open");
+            assert_eq!(again.next_offset(), Offset(30));
+            assert_eq!(report.truncated_bytes, (bytes.len() - at) as u64);
+            assert!(report
+                .truncation_reason
+                .expect("reason")
+                .contains("does not follow"));
+        });
     }
 }

@@ -146,3 +146,116 @@ impl SegmentReader {
         Ok(Some(bytes.slice(..end)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{
+        config::FileGrowth,
+        record_batch::build_batch,
+        segment::open_dma,
+        segment_appender::SegmentAppender,
+        test_support::{run, test_dir},
+    };
+
+    /// Writes ten batches (offsets 0..30) to a file; returns the file and the bytes.
+    async fn written(path: &std::path::Path) -> (Rc<DmaFile>, Vec<u8>, Rc<BatchCache>, SegmentKey) {
+        let file = open_dma(path).await.expect("open");
+        let mut a = SegmentAppender::open(
+            Rc::clone(&file),
+            path.to_path_buf(),
+            0,
+            FileGrowth::Append,
+            64 << 10,
+        )
+        .await
+        .expect("appender");
+        let mut all = Vec::new();
+        for i in 0..10u64 {
+            let mut b = build_batch(3, &[i as u8; 500], 0);
+            b[..8].copy_from_slice(&(i as i64 * 3).to_be_bytes());
+            a.append(&[&b]);
+            all.extend_from_slice(&b);
+        }
+        let flush = a.begin_flush().expect("dirty");
+        let cache = Rc::new(BatchCache::new(1 << 20));
+        let key = SegmentKey {
+            log_id: 1,
+            base_offset: 0,
+        };
+        cache.insert(key, flush.chunks());
+        flush.run(true).await.expect("flush");
+        (file, all, cache, key)
+    }
+
+    #[test]
+    fn cache_and_disk_return_the_same_batches() {
+        let dir = test_dir();
+        let path = dir.path().join("r.log");
+        run(async move {
+            let (file, all, cache, key) = written(&path).await;
+            let limit = FilePosition(all.len() as u64);
+            let cached = SegmentReader {
+                file: Rc::clone(&file),
+                path: path.clone(),
+                key,
+                cache,
+                limit,
+            };
+            let disk = SegmentReader {
+                file,
+                path: path.clone(),
+                key,
+                cache: Rc::new(BatchCache::new(0)),
+                limit,
+            };
+            for target in [0i64, 4, 29] {
+                let a = cached
+                    .read_batches(FilePosition(0), target, 1200)
+                    .await
+                    .expect("cache")
+                    .expect("found");
+                let b = disk
+                    .read_batches(FilePosition(0), target, 1200)
+                    .await
+                    .expect("disk")
+                    .expect("found");
+                assert_eq!(a, b);
+                let first = BatchHeader::parse(&a).expect("header");
+                assert!(first.base_offset <= target && first.last_offset() >= target);
+            }
+            assert!(disk
+                .read_batches(FilePosition(0), 30, 100)
+                .await
+                .expect("read")
+                .is_none());
+        });
+    }
+
+    #[test]
+    fn disk_reads_check_the_crc() {
+        let dir = test_dir();
+        let path = dir.path().join("r.log");
+        run(async move {
+            let (file, all, _, key) = written(&path).await;
+            let mut damaged = std::fs::read(&path).expect("read");
+            damaged[100] ^= 0xff;
+            std::fs::write(&path, &damaged).expect("write");
+            let disk = SegmentReader {
+                file,
+                path: path.clone(),
+                key,
+                cache: Rc::new(BatchCache::new(0)),
+                limit: FilePosition(all.len() as u64),
+            };
+            let err = disk
+                .read_batches(FilePosition(0), 0, 1 << 20)
+                .await
+                .expect_err("corrupt");
+            assert!(
+                matches!(err, StorageError::Corrupt { position: 0, .. }),
+                "{err}"
+            );
+        });
+    }
+}
