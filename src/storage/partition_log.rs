@@ -282,11 +282,7 @@ impl PartitionLog {
     /// Concurrent appends are serialised in call order.
     pub async fn append(&self, payload: &ProducePayload, leader_epoch: i32) -> Result<Appended> {
         let shared = &self.shared;
-        let _permit = shared
-            .append_lock
-            .acquire_permit(1)
-            .await
-            .map_err(|_| StorageError::Closed(shared.dir.clone()))?;
+        let _permit = self.lock_appends().await?;
         let count = payload.record_count();
         let roll = {
             let st = shared.state.borrow();
@@ -336,6 +332,15 @@ impl PartitionLog {
                 target: next,
             },
         })
+    }
+
+    /// Serialises appends (and close) in call order; held across a roll's file creation.
+    async fn lock_appends(&self) -> Result<glommio::sync::Permit<'_>> {
+        self.shared
+            .append_lock
+            .acquire_permit(1)
+            .await
+            .map_err(|_| StorageError::Closed(self.shared.dir.clone()))
     }
 
     fn enqueue_flush(&self, bytes: u64) {
@@ -560,11 +565,7 @@ impl PartitionLog {
     /// already told so.
     pub async fn close(&self) -> Result<()> {
         let shared = &self.shared;
-        let _permit = shared
-            .append_lock
-            .acquire_permit(1)
-            .await
-            .map_err(|_| StorageError::Closed(shared.dir.clone()))?;
+        let _permit = self.lock_appends().await?;
         let end = shared.state.borrow().log_end;
         let flushed = (Durable {
             log: Rc::clone(shared),
