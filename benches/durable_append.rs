@@ -20,8 +20,9 @@ use weir::storage::{
 };
 
 const BATCH_BYTES: usize = 16 << 10;
-/// Appended bytes not yet durable before the producer waits, like a producer's buffer.
-const IN_FLIGHT_BYTES_MAX: usize = 32 << 20;
+/// Appended bytes not yet durable before the producer waits, like a producer's buffer
+/// (large enough that the producer keeps the disk busy while a flush round runs).
+const IN_FLIGHT_BYTES_MAX: usize = 128 << 20;
 
 fn bench_dir() -> tempfile::TempDir {
     let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
