@@ -7,4 +7,9 @@
 
 #![warn(missing_docs)]
 
+pub mod api;
+pub mod config;
+pub mod metadata;
+pub mod net;
+pub mod shard;
 pub mod storage;

@@ -5,10 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The disk-full test mounts a small ext4 image through a loop device.
+# The disk-full test mounts a small ext4 image through a loop device; the interop tests
+# drive the broker with kcat (librdkafka).
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v mount >/dev/null || need+=(mount)
+command -v kcat >/dev/null || need+=(kcat)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"

@@ -4,6 +4,7 @@
 //! give a prefix of what was appended, with every acknowledged batch kept whenever the
 //! damage lies past it, and every read intact. Seeds are printed on failure.
 
+#[allow(dead_code)]
 mod common;
 
 use std::{

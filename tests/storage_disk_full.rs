@@ -3,6 +3,7 @@
 //! stays readable, and once space is freed the reopened log takes appends again.
 //! Needs root and loop devices; where mounting is impossible it prints why and skips.
 
+#[allow(dead_code)]
 mod common;
 
 use std::{path::PathBuf, process::Command, time::Duration};

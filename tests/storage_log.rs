@@ -1,6 +1,7 @@
 //! The partition log through its public API, on real files: appends, reads, offsets,
 //! rolling, retention, timestamps, reopen and the group commit's durability contract.
 
+#[allow(dead_code)]
 mod common;
 
 use std::{cell::Cell, rc::Rc, time::Duration};

@@ -1,6 +1,7 @@
 //! Property test: random sequences of appends, reads, retention and reopen agree with
 //! an in-memory model of the log. Small segments make rolls frequent.
 
+#[allow(dead_code)]
 mod common;
 
 use std::{cell::RefCell, rc::Rc, time::Duration};

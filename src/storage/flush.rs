@@ -41,6 +41,7 @@ struct SchedulerState {
     waker: RefCell<Option<Waker>>,
     stopping: Cell<bool>,
     rounds: Cell<u64>,
+    round_waiters: RefCell<Vec<Waker>>,
 }
 
 /// The shard's group-commit scheduler. Cloning shares it.
@@ -61,6 +62,7 @@ impl FlushScheduler {
                 waker: RefCell::new(None),
                 stopping: Cell::new(false),
                 rounds: Cell::new(0),
+                round_waiters: RefCell::new(Vec::new()),
             }),
         }
     }
@@ -73,6 +75,21 @@ impl FlushScheduler {
     /// Flush rounds completed so far.
     pub fn rounds(&self) -> u64 {
         self.state.rounds.get()
+    }
+
+    /// Resolves once more than `round` rounds have completed: after a round, high
+    /// watermarks may have moved, so waiting readers (long-polling fetches) look again.
+    pub fn round_after(&self, round: u64) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.state.rounds.get() > round {
+                return Poll::Ready(());
+            }
+            self.state
+                .round_waiters
+                .borrow_mut()
+                .push(cx.waker().clone());
+            Poll::Pending
+        })
     }
 
     /// Queues `target` for the next round. The caller queues a target at most once per
@@ -145,6 +162,9 @@ impl FlushScheduler {
                 .collect();
             join_all(flushes).await;
             s.rounds.set(s.rounds.get() + 1);
+            for w in std::mem::take(&mut *s.round_waiters.borrow_mut()) {
+                w.wake();
+            }
         }
     }
 }

@@ -156,16 +156,17 @@ async fn list_segments(dir: &Path) -> Result<Vec<Offset>> {
         .await
 }
 
+/// fsyncs a directory so the files just created in it survive a crash. On the
+/// blocking pool: glommio's directory handles fail on relative paths.
 async fn sync_dir(dir: &Path) -> Result<()> {
-    let d = glommio::io::Directory::open(dir)
+    let dir = dir.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || {
+            std::fs::File::open(&dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| StorageError::io("fsync dir", &dir, e))
+        })
         .await
-        .map_err(|e| StorageError::io("open dir", dir, e))?;
-    d.sync()
-        .await
-        .map_err(|e| StorageError::io("fsync dir", dir, e))?;
-    d.close()
-        .await
-        .map_err(|e| StorageError::io("close dir", dir, e))
 }
 
 impl PartitionLog {

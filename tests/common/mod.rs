@@ -1,7 +1,8 @@
-//! Shared helpers for the storage integration tests: executors, scratch directories on
-//! the project disk, batch builders and a reader that walks a whole log.
+//! Shared helpers for the integration tests: executors, scratch directories on the
+//! project disk, batch builders, a reader that walks a whole log, and the real broker
+//! process ([`broker`]). Each test binary uses a part of them.
 
-#![allow(dead_code)]
+pub mod broker;
 
 use std::{future::Future, path::Path, time::Duration};
 

@@ -1,0 +1,162 @@
+//! Produce: validates each partition's record batches, appends them to the partition's
+//! log and, unless acks=0, answers once they are durable. Every partition of the
+//! request is appended before any durability wait, so one group commit covers them all.
+
+use bytes::Bytes;
+use futures_util::future::join_all;
+use kafka_protocol::{
+    messages::{
+        produce_response::{PartitionProduceResponse, TopicProduceResponse},
+        ProduceRequest, ProduceResponse,
+    },
+    protocol::StrBytes,
+    ResponseError,
+};
+
+use crate::{
+    shard::context::ShardContext,
+    storage::{partition_log::Durable, BatchError, Offset, ProducePayload, StorageError},
+};
+
+use super::{decode_body, encode, Request};
+
+fn batch_error(e: &BatchError) -> ResponseError {
+    match e {
+        BatchError::TooLarge { .. } => ResponseError::MessageTooLarge,
+        BatchError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat,
+        BatchError::Empty => ResponseError::InvalidRequest,
+        _ => ResponseError::CorruptMessage,
+    }
+}
+
+fn storage_error(e: &StorageError) -> ResponseError {
+    match e {
+        StorageError::InvalidBatch(b) => batch_error(b),
+        StorageError::Closed(_) => ResponseError::NotLeaderOrFollower,
+        _ => ResponseError::KafkaStorageError,
+    }
+}
+
+enum Pending {
+    Failed(ResponseError, Option<String>),
+    Appended {
+        base: Offset,
+        log_start: Offset,
+        durable: Durable,
+    },
+}
+
+async fn append_one(
+    ctx: &ShardContext,
+    topic: &str,
+    partition: i32,
+    records: Option<&Bytes>,
+) -> Pending {
+    let log = match ctx.partition(topic, partition).await {
+        Ok(log) => log,
+        Err(e) => {
+            return Pending::Failed(
+                ResponseError::try_from_code(e.code()).unwrap_or(ResponseError::UnknownServerError),
+                None,
+            )
+        }
+    };
+    let records = records.cloned().unwrap_or_default();
+    if records.len() as u64 > ctx.config.log.segment_bytes {
+        return Pending::Failed(ResponseError::RecordListTooLarge, None);
+    }
+    let payload = match ProducePayload::validate(records, ctx.config.message_max_bytes) {
+        Ok(p) => p,
+        Err(e) => return Pending::Failed(batch_error(&e), Some(e.to_string())),
+    };
+    match log.append(&payload, 0).await {
+        Ok(appended) => Pending::Appended {
+            base: appended.base_offset,
+            log_start: log.offsets().log_start,
+            durable: appended.durable,
+        },
+        Err(e) => Pending::Failed(storage_error(&e), Some(e.to_string())),
+    }
+}
+
+/// Appends every partition's batches; answers after they are durable (acks 1 or -1) or
+/// not at all (acks 0).
+pub async fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
+    let req: ProduceRequest = decode_body(request)?;
+    let acks_valid = (-1..=1).contains(&req.acks);
+    let transactional = req.transactional_id.is_some();
+    let mut pending = Vec::new();
+    for topic in &req.topic_data {
+        let name = topic.name.0.as_str();
+        for partition in &topic.partition_data {
+            let p = if !acks_valid {
+                Pending::Failed(ResponseError::InvalidRequiredAcks, None)
+            } else if transactional {
+                Pending::Failed(
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    Some("transactions are not supported".into()),
+                )
+            } else {
+                append_one(ctx, name, partition.index, partition.records.as_ref()).await
+            };
+            pending.push((name.to_string(), partition.index, p));
+        }
+    }
+    if req.acks == 0 {
+        return None;
+    }
+    let version = request.version();
+    // Fields a version does not have must keep their defaults, or encoding fails.
+    let message = move |m: Option<String>| {
+        if version >= 8 {
+            m.map(StrBytes::from_string)
+        } else {
+            None
+        }
+    };
+    let log_start = move |o: Offset| if version >= 5 { o.to_wire() } else { -1 };
+    let results = join_all(pending.into_iter().map(|(topic, index, p)| async move {
+        let mut r = PartitionProduceResponse::default();
+        r.index = index;
+        r.log_append_time_ms = -1;
+        match p {
+            Pending::Failed(error, text) => {
+                r.error_code = error.code();
+                r.error_message = message(text);
+                r.base_offset = -1;
+                r.log_start_offset = -1;
+            }
+            Pending::Appended {
+                base,
+                log_start: start,
+                durable,
+            } => match durable.await {
+                Ok(()) => {
+                    r.base_offset = base.to_wire();
+                    r.log_start_offset = log_start(start);
+                }
+                Err(e) => {
+                    r.error_code = storage_error(&e).code();
+                    r.error_message = message(Some(e.to_string()));
+                    r.base_offset = -1;
+                    r.log_start_offset = -1;
+                }
+            },
+        }
+        (topic, r)
+    }))
+    .await;
+    let mut response = ProduceResponse::default();
+    for (topic, r) in results {
+        match response.responses.last_mut() {
+            Some(t) if t.name.0.as_str() == topic => t.partition_responses.push(r),
+            _ => {
+                let mut t = TopicProduceResponse::default();
+                t.name = super::topic_name(&topic);
+                t.partition_responses.push(r);
+                response.responses.push(t);
+            }
+        }
+    }
+    encode(request, request.version(), &response)
+}

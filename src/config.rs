@@ -1,0 +1,357 @@
+//! The broker's typed configuration: built-in defaults, overridden by a TOML file
+//! (`--config FILE`), overridden by command-line flags; validated once at start so an
+//! invalid value is refused with a message that names the option.
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use serde::Deserialize;
+
+use crate::storage::{FlushMode, LogConfig};
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A value is out of range or malformed; names the option.
+    #[error("invalid value for {option}: {reason}")]
+    Invalid {
+        /// The option, as spelled on the command line.
+        option: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The TOML file could not be read or parsed.
+    #[error("config file {path}: {reason}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// A value for every broker setting. Construct with [`BrokerConfig::default`] and
+/// [`BrokerConfig::apply`], then [`BrokerConfig::validate`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokerConfig {
+    /// Address of shard 0's listener; shard `n` listens on `port + n`.
+    pub listen: SocketAddr,
+    /// Host clients are told to connect to (Metadata).
+    pub advertise: String,
+    /// Where partitions and broker state live.
+    pub data_dir: PathBuf,
+    /// Number of shards (one pinned thread each).
+    pub shards: usize,
+    /// Cores to pin the shards to, one per shard; empty pins shard `n` to core `n`.
+    pub cores: Vec<usize>,
+    /// Group-commit interval.
+    pub flush_interval: Duration,
+    /// Whether flushes fsync.
+    pub flush_mode: FlushMode,
+    /// Create a topic on first use (Metadata, Produce) with `default_partitions`.
+    pub auto_create_topics: bool,
+    /// Partitions of an auto-created topic or of a CreateTopics with -1.
+    pub default_partitions: u32,
+    /// `tracing` filter, e.g. `info` or `weir=debug`.
+    pub log_level: String,
+    /// Largest request frame accepted; a larger one closes the connection.
+    pub max_request_bytes: usize,
+    /// Largest record batch accepted (Kafka's `message.max.bytes`).
+    pub message_max_bytes: usize,
+    /// Memory per shard for the batch cache.
+    pub cache_bytes_max: usize,
+    /// Segment settings for every partition.
+    pub log: LogConfig,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            listen: SocketAddr::from(([0, 0, 0, 0], 9092)),
+            advertise: "127.0.0.1".into(),
+            data_dir: PathBuf::from("data"),
+            shards: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cores: Vec::new(),
+            flush_interval: Duration::from_millis(1),
+            flush_mode: FlushMode::Fsync,
+            auto_create_topics: true,
+            default_partitions: 1,
+            log_level: "info".into(),
+            max_request_bytes: 100 << 20,
+            message_max_bytes: 1 << 20,
+            cache_bytes_max: 256 << 20,
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// Settings as written in a TOML file or given as flags; unset fields keep the value
+/// underneath. Durations are strings such as `"1ms"` or `"5s"`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ConfigOverrides {
+    /// `--listen HOST:PORT`
+    pub listen: Option<String>,
+    /// `--advertise HOST`
+    pub advertise: Option<String>,
+    /// `--data-dir DIR`
+    pub data_dir: Option<PathBuf>,
+    /// `--shards N`
+    pub shards: Option<usize>,
+    /// `--cores LIST`, e.g. `"1,3"`
+    pub cores: Option<String>,
+    /// `--flush-interval DURATION`
+    pub flush_interval: Option<String>,
+    /// `--flush-mode fsync|write-only`
+    pub flush_mode: Option<String>,
+    /// `--auto-create-topics BOOL`
+    pub auto_create_topics: Option<bool>,
+    /// `--default-partitions N`
+    pub default_partitions: Option<u32>,
+    /// `--log-level LEVEL`
+    pub log_level: Option<String>,
+    /// `--max-request-bytes N`
+    pub max_request_bytes: Option<usize>,
+    /// `--message-max-bytes N`
+    pub message_max_bytes: Option<usize>,
+    /// `--cache-bytes N`
+    pub cache_bytes: Option<usize>,
+    /// `--segment-bytes N`
+    pub segment_bytes: Option<u64>,
+}
+
+/// Parses `"250us"`, `"1ms"`, `"5s"`, `"2m"`; a bare number is milliseconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 1ms"))?;
+    match unit {
+        "" | "ms" => Ok(Duration::from_millis(n)),
+        "us" => Ok(Duration::from_micros(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        _ => Err(format!(
+            "unknown unit {unit:?} in {s:?} (use us, ms, s or m)"
+        )),
+    }
+}
+
+fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        option,
+        reason: reason.into(),
+    }
+}
+
+impl ConfigOverrides {
+    /// Reads overrides from a TOML file.
+    pub fn from_file(path: &std::path::Path) -> Result<ConfigOverrides, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::File {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Overrides set in `self` win over those in `below`.
+    pub fn over(self, below: ConfigOverrides) -> ConfigOverrides {
+        ConfigOverrides {
+            listen: self.listen.or(below.listen),
+            advertise: self.advertise.or(below.advertise),
+            data_dir: self.data_dir.or(below.data_dir),
+            shards: self.shards.or(below.shards),
+            cores: self.cores.or(below.cores),
+            flush_interval: self.flush_interval.or(below.flush_interval),
+            flush_mode: self.flush_mode.or(below.flush_mode),
+            auto_create_topics: self.auto_create_topics.or(below.auto_create_topics),
+            default_partitions: self.default_partitions.or(below.default_partitions),
+            log_level: self.log_level.or(below.log_level),
+            max_request_bytes: self.max_request_bytes.or(below.max_request_bytes),
+            message_max_bytes: self.message_max_bytes.or(below.message_max_bytes),
+            cache_bytes: self.cache_bytes.or(below.cache_bytes),
+            segment_bytes: self.segment_bytes.or(below.segment_bytes),
+        }
+    }
+}
+
+impl BrokerConfig {
+    /// Applies overrides on top of `self` and validates the result.
+    pub fn apply(mut self, o: ConfigOverrides) -> Result<BrokerConfig, ConfigError> {
+        if let Some(listen) = o.listen {
+            self.listen = listen.parse().map_err(|_| {
+                invalid(
+                    "--listen",
+                    format!("{listen:?} is not HOST:PORT with a numeric host"),
+                )
+            })?;
+        }
+        if let Some(a) = o.advertise {
+            self.advertise = a;
+        }
+        if let Some(d) = o.data_dir {
+            self.data_dir = d;
+        }
+        if let Some(n) = o.shards {
+            self.shards = n;
+        }
+        if let Some(cores) = o.cores {
+            self.cores = cores
+                .split(',')
+                .filter(|c| !c.trim().is_empty())
+                .map(|c| c.trim().parse::<usize>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| invalid("--cores", format!("{cores:?} is not a list like 1,3")))?;
+        }
+        if let Some(i) = o.flush_interval {
+            self.flush_interval = parse_duration(&i).map_err(|e| invalid("--flush-interval", e))?;
+        }
+        if let Some(m) = o.flush_mode {
+            self.flush_mode = match m.as_str() {
+                "fsync" => FlushMode::Fsync,
+                "write-only" => FlushMode::WriteOnly,
+                other => {
+                    return Err(invalid(
+                        "--flush-mode",
+                        format!("{other:?} is neither fsync nor write-only"),
+                    ))
+                }
+            };
+        }
+        if let Some(b) = o.auto_create_topics {
+            self.auto_create_topics = b;
+        }
+        if let Some(n) = o.default_partitions {
+            self.default_partitions = n;
+        }
+        if let Some(l) = o.log_level {
+            self.log_level = l;
+        }
+        if let Some(n) = o.max_request_bytes {
+            self.max_request_bytes = n;
+        }
+        if let Some(n) = o.message_max_bytes {
+            self.message_max_bytes = n;
+        }
+        if let Some(n) = o.cache_bytes {
+            self.cache_bytes_max = n;
+        }
+        if let Some(n) = o.segment_bytes {
+            self.log.segment_bytes = n;
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Checks every value against its range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if self.shards == 0 || self.shards > 1024 {
+            return Err(invalid(
+                "--shards",
+                format!("{} is not within 1..=1024", self.shards),
+            ));
+        }
+        if !self.cores.is_empty() && self.cores.len() != self.shards {
+            return Err(invalid(
+                "--cores",
+                format!(
+                    "{} cores listed for {} shards",
+                    self.cores.len(),
+                    self.shards
+                ),
+            ));
+        }
+        if let Some(c) = self.cores.iter().find(|&&c| c >= cpus) {
+            return Err(invalid(
+                "--cores",
+                format!("core {c} does not exist (this machine has {cpus})"),
+            ));
+        }
+        if self.cores.is_empty() && self.shards > cpus {
+            return Err(invalid(
+                "--shards",
+                format!("{} shards but only {cpus} cores", self.shards),
+            ));
+        }
+        if u32::from(self.listen.port()) + self.shards as u32 - 1 > u32::from(u16::MAX) {
+            return Err(invalid("--listen", "port + shards runs past 65535"));
+        }
+        if self.flush_interval > Duration::from_secs(10) {
+            return Err(invalid("--flush-interval", "at most 10s"));
+        }
+        if self.default_partitions == 0 || self.default_partitions > 10_000 {
+            return Err(invalid("--default-partitions", "must be within 1..=10000"));
+        }
+        if self.advertise.is_empty() {
+            return Err(invalid("--advertise", "must not be empty"));
+        }
+        if self.max_request_bytes < 1024 {
+            return Err(invalid("--max-request-bytes", "must be at least 1024"));
+        }
+        if self.message_max_bytes < 1024
+            || self.message_max_bytes > crate::storage::config::STORED_BATCH_BYTES_MAX
+        {
+            return Err(invalid(
+                "--message-max-bytes",
+                "must be within 1 KiB..=128 MiB",
+            ));
+        }
+        tracing_subscriber::EnvFilter::try_new(&self.log_level)
+            .map_err(|e| invalid("--log-level", e.to_string()))?;
+        self.log
+            .validate()
+            .map_err(|e| invalid("--segment-bytes", e.to_string()))
+    }
+
+    /// The core shard `shard` runs on.
+    pub fn core_of(&self, shard: usize) -> usize {
+        self.cores.get(shard).copied().unwrap_or(shard)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("1ms"), Ok(Duration::from_millis(1)));
+        assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
+        assert_eq!(parse_duration("5"), Ok(Duration::from_millis(5)));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("5h").is_err());
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_bad_values_name_their_option() {
+        let file: ConfigOverrides =
+            toml::from_str("shards = 1\nflush-interval = \"5ms\"\n").expect("toml");
+        let flags = ConfigOverrides {
+            flush_interval: Some("2ms".into()),
+            ..ConfigOverrides::default()
+        };
+        let c = BrokerConfig::default()
+            .apply(flags.over(file))
+            .expect("valid");
+        assert_eq!(c.shards, 1);
+        assert_eq!(c.flush_interval, Duration::from_millis(2));
+        let bad = ConfigOverrides {
+            flush_mode: Some("sometimes".into()),
+            ..ConfigOverrides::default()
+        };
+        let err = BrokerConfig::default()
+            .apply(bad)
+            .expect_err("invalid")
+            .to_string();
+        assert!(err.contains("--flush-mode"), "{err}");
+        assert!(
+            toml::from_str::<ConfigOverrides>("colour = 1").is_err(),
+            "unknown keys are refused"
+        );
+    }
+}

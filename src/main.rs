@@ -1,0 +1,110 @@
+//! The `weir` command: `weir serve` runs the broker.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use weir::config::{BrokerConfig, ConfigOverrides};
+
+/// weir: a Kafka-wire-compatible, thread-per-core message broker.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the broker. Every option can also be set in the TOML file given with
+    /// --config (same names, e.g. `flush-interval = "5ms"`); a flag wins over the file.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// TOML file with settings.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address of shard 0's listener; shard N listens on PORT + N. [default: 0.0.0.0:9092]
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Host name clients are told to connect to. [default: 127.0.0.1]
+    #[arg(long, value_name = "HOST")]
+    advertise: Option<String>,
+    /// Directory for partitions and broker state. [default: ./data]
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Number of shards, one pinned thread each. [default: one per core]
+    #[arg(long, value_name = "N")]
+    shards: Option<usize>,
+    /// Cores to pin the shards to, one per shard, e.g. 1,3. [default: 0..shards]
+    #[arg(long, value_name = "LIST")]
+    cores: Option<String>,
+    /// Group-commit interval, e.g. 1ms, 250us, 0 (flush as soon as possible). [default: 1ms]
+    #[arg(long, value_name = "DURATION")]
+    flush_interval: Option<String>,
+    /// fsync (durable acks) or write-only (comparison runs only). [default: fsync]
+    #[arg(long, value_name = "MODE")]
+    flush_mode: Option<String>,
+    /// Create topics on first use. [default: true]
+    #[arg(long, value_name = "BOOL")]
+    auto_create_topics: Option<bool>,
+    /// Partitions of auto-created topics. [default: 1]
+    #[arg(long, value_name = "N")]
+    default_partitions: Option<u32>,
+    /// Log filter, e.g. info, debug, weir=debug. [default: info]
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<String>,
+    /// Largest request accepted; larger closes the connection. [default: 104857600]
+    #[arg(long, value_name = "BYTES")]
+    max_request_bytes: Option<usize>,
+    /// Largest record batch accepted. [default: 1048576]
+    #[arg(long, value_name = "BYTES")]
+    message_max_bytes: Option<usize>,
+    /// Batch cache memory per shard. [default: 268435456]
+    #[arg(long, value_name = "BYTES")]
+    cache_bytes: Option<usize>,
+    /// Segment size. [default: 1073741824]
+    #[arg(long, value_name = "BYTES")]
+    segment_bytes: Option<u64>,
+}
+
+impl ServeArgs {
+    fn overrides(self) -> (Option<PathBuf>, ConfigOverrides) {
+        (
+            self.config,
+            ConfigOverrides {
+                listen: self.listen,
+                advertise: self.advertise,
+                data_dir: self.data_dir,
+                shards: self.shards,
+                cores: self.cores,
+                flush_interval: self.flush_interval,
+                flush_mode: self.flush_mode,
+                auto_create_topics: self.auto_create_topics,
+                default_partitions: self.default_partitions,
+                log_level: self.log_level,
+                max_request_bytes: self.max_request_bytes,
+                message_max_bytes: self.message_max_bytes,
+                cache_bytes: self.cache_bytes,
+                segment_bytes: self.segment_bytes,
+            },
+        )
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let Command::Serve(args) = Cli::parse().command;
+    let (file, flags) = args.overrides();
+    let from_file = match &file {
+        Some(path) => ConfigOverrides::from_file(path)?,
+        None => ConfigOverrides::default(),
+    };
+    let config = BrokerConfig::default().apply(flags.over(from_file))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&config.log_level))
+        .init();
+    tracing::info!(?config, "starting weir");
+    weir::shard::run(config).context("broker stopped")
+}

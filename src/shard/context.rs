@@ -1,0 +1,226 @@
+//! What one shard owns: its storage, the partition logs placed on it, and its view of
+//! the topic registry. `!Send`: lives on its shard's executor only.
+
+use std::{
+    cell::{Cell, RefCell},
+    collections::HashMap,
+    rc::Rc,
+    sync::Arc,
+    time::Duration,
+};
+
+use glommio::sync::Semaphore;
+use kafka_protocol::ResponseError;
+
+use crate::{
+    config::BrokerConfig,
+    metadata::{
+        placement::{partition_shard, ShardId},
+        registry::{RegistryError, TopicInfo, TopicRegistry},
+        topic_name,
+    },
+    storage::{Clock, FlushConfig, PartitionLog, ShardStorage, ShardStorageConfig, StorageError},
+};
+
+/// Why a partition cannot be served here, as the Kafka error a client expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartitionError {
+    /// No such topic or partition.
+    Unknown,
+    /// Another shard owns it; the client must refresh metadata.
+    NotOwner,
+    /// Its log could not be opened or is failing.
+    Storage,
+}
+
+impl PartitionError {
+    /// The Kafka error code.
+    pub fn code(self) -> i16 {
+        match self {
+            PartitionError::Unknown => ResponseError::UnknownTopicOrPartition.code(),
+            PartitionError::NotOwner => ResponseError::NotLeaderOrFollower.code(),
+            PartitionError::Storage => ResponseError::KafkaStorageError.code(),
+        }
+    }
+}
+
+type PartitionKey = (String, u32);
+
+/// One shard's state.
+pub struct ShardContext {
+    /// This shard.
+    pub id: ShardId,
+    /// The broker's configuration.
+    pub config: Arc<BrokerConfig>,
+    /// The topic registry shared by all shards.
+    pub registry: Arc<TopicRegistry>,
+    /// This shard's storage.
+    pub storage: ShardStorage,
+    logs: RefCell<HashMap<PartitionKey, ([u8; 16], PartitionLog)>>,
+    seen_version: Cell<u64>,
+    sync_lock: Semaphore,
+}
+
+impl ShardContext {
+    /// Starts the shard's storage and its background resync of the registry.
+    pub async fn start(
+        id: ShardId,
+        config: Arc<BrokerConfig>,
+        registry: Arc<TopicRegistry>,
+    ) -> Result<Rc<ShardContext>, StorageError> {
+        let storage = ShardStorage::start(
+            ShardStorageConfig {
+                data_dir: config.data_dir.join(format!("shard-{}", id.0)),
+                flush: FlushConfig {
+                    interval: config.flush_interval,
+                    mode: config.flush_mode,
+                    ..FlushConfig::default()
+                },
+                cache_bytes_max: config.cache_bytes_max,
+            },
+            Clock::System,
+        )
+        .await?;
+        let ctx = Rc::new(ShardContext {
+            id,
+            config,
+            registry,
+            storage,
+            logs: RefCell::new(HashMap::new()),
+            seen_version: Cell::new(0),
+            sync_lock: Semaphore::new(1),
+        });
+        ctx.open_owned_partitions().await;
+        let weak = Rc::downgrade(&ctx);
+        glommio::spawn_local(async move {
+            // Idle shards notice deleted topics within this period.
+            while let Some(ctx) = weak.upgrade() {
+                ctx.resync().await;
+                drop(ctx);
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .detach();
+        Ok(ctx)
+    }
+
+    async fn open_owned_partitions(&self) {
+        for topic in self.registry.list() {
+            for p in 0..topic.partitions {
+                if self.owns(&topic.name, p) {
+                    if let Err(e) = self.partition(&topic.name, p as i32).await {
+                        tracing::error!(topic = %topic.name, partition = p, error = ?e, "cannot open partition");
+                    }
+                }
+            }
+        }
+    }
+
+    /// True when this shard owns partition `p` of `topic`.
+    pub fn owns(&self, topic: &str, p: u32) -> bool {
+        partition_shard(topic, p, self.config.shards) == self.id
+    }
+
+    /// Drops the logs of topics that were deleted (or deleted and recreated) since the
+    /// last look, deleting their data. Cheap when nothing changed.
+    pub async fn resync(&self) {
+        let version = self.registry.version();
+        if version == self.seen_version.get() {
+            return;
+        }
+        let Ok(_permit) = self.sync_lock.acquire_permit(1).await else {
+            return;
+        };
+        let stale: Vec<(PartitionKey, PartitionLog)> = {
+            let mut logs = self.logs.borrow_mut();
+            let keys: Vec<PartitionKey> = logs
+                .iter()
+                .filter(|((name, _), (id, _))| self.registry.get(name).is_none_or(|t| t.id != *id))
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.into_iter()
+                .filter_map(|k| logs.remove(&k).map(|(_, log)| (k, log)))
+                .collect()
+        };
+        for ((topic, p), log) in stale {
+            tracing::info!(topic = %topic, partition = p, "deleting partition of a deleted topic");
+            if let Err(e) = log.delete().await {
+                tracing::error!(topic = %topic, partition = p, error = %e, "cannot delete partition data");
+            }
+        }
+        self.seen_version.set(version);
+    }
+
+    /// The log of partition `p` of `topic`, opened on first use. Fails with the Kafka
+    /// error the client should see.
+    pub async fn partition(&self, topic: &str, p: i32) -> Result<PartitionLog, PartitionError> {
+        self.resync().await;
+        let info = self.registry.get(topic).ok_or(PartitionError::Unknown)?;
+        let p = u32::try_from(p).map_err(|_| PartitionError::Unknown)?;
+        if p >= info.partitions {
+            return Err(PartitionError::Unknown);
+        }
+        if !self.owns(topic, p) {
+            return Err(PartitionError::NotOwner);
+        }
+        let key = (topic.to_string(), p);
+        if let Some((_, log)) = self.logs.borrow().get(&key) {
+            return Ok(log.clone());
+        }
+        let _permit = self
+            .sync_lock
+            .acquire_permit(1)
+            .await
+            .map_err(|_| PartitionError::Storage)?;
+        if let Some((_, log)) = self.logs.borrow().get(&key) {
+            return Ok(log.clone());
+        }
+        let dir = self.config.data_dir.join(format!("{topic}-{p}"));
+        match self.storage.open_log(&dir, self.config.log.clone()).await {
+            Ok((log, reports)) => {
+                for r in reports
+                    .iter()
+                    .filter(|r| r.truncated_bytes > 0 || r.index_rebuilt)
+                {
+                    tracing::warn!(topic, partition = p, report = ?r, "repaired partition on open");
+                }
+                self.logs.borrow_mut().insert(key, (info.id, log.clone()));
+                Ok(log)
+            }
+            Err(e) => {
+                tracing::error!(topic, partition = p, error = %e, "cannot open partition");
+                Err(PartitionError::Storage)
+            }
+        }
+    }
+
+    /// The topic called `name`, creating it with the default partition count when
+    /// auto-creation is on and the name is legal.
+    pub async fn topic_or_create(&self, name: &str) -> Option<TopicInfo> {
+        if let Some(t) = self.registry.get(name) {
+            return Some(t);
+        }
+        if !self.config.auto_create_topics || topic_name::validate(name).is_err() {
+            return None;
+        }
+        match self
+            .registry
+            .create(name, self.config.default_partitions)
+            .await
+        {
+            Ok(t) => {
+                tracing::info!(
+                    topic = name,
+                    partitions = t.partitions,
+                    "auto-created topic"
+                );
+                Some(t)
+            }
+            Err(RegistryError::AlreadyExists(_)) => self.registry.get(name),
+            Err(e) => {
+                tracing::error!(topic = name, error = %e, "cannot auto-create topic");
+                None
+            }
+        }
+    }
+}

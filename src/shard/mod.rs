@@ -1,0 +1,100 @@
+//! The thread-per-core runtime: one glommio executor per shard, pinned to its core,
+//! each with its own storage, partitions and listener. Shards share nothing on the
+//! data path; the topic registry is the only state they all read.
+
+pub mod context;
+
+use std::{net::SocketAddr, sync::Arc};
+
+use glommio::{LocalExecutorBuilder, Placement};
+
+use crate::{
+    config::BrokerConfig,
+    metadata::{placement::ShardId, registry::TopicRegistry},
+    net::listener,
+};
+
+use context::ShardContext;
+
+/// Why the broker could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The topic registry could not be loaded.
+    #[error(transparent)]
+    Registry(#[from] crate::metadata::registry::RegistryError),
+    /// A shard's executor could not be created or pinned.
+    #[error("shard {shard}: cannot start its executor: {reason}")]
+    Executor {
+        /// The shard.
+        shard: usize,
+        /// glommio's error.
+        reason: String,
+    },
+    /// A shard failed while running.
+    #[error("shard {shard}: {reason}")]
+    Shard {
+        /// The shard.
+        shard: usize,
+        /// What failed.
+        reason: String,
+    },
+    /// The data directory could not be created.
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The address shard `shard` listens on: the configured listen address with the port
+/// moved up by the shard index.
+pub fn shard_addr(config: &BrokerConfig, shard: ShardId) -> SocketAddr {
+    let mut addr = config.listen;
+    addr.set_port(config.listen.port() + shard.0 as u16);
+    addr
+}
+
+/// Runs the broker until a shard stops: starts one pinned executor per shard, each of
+/// which opens its storage and serves its listener.
+pub fn run(config: BrokerConfig) -> Result<(), BrokerError> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| BrokerError::DataDir {
+        path: config.data_dir.clone(),
+        source,
+    })?;
+    let registry = TopicRegistry::load(&config.data_dir)?;
+    let config = Arc::new(config);
+    let mut handles = Vec::new();
+    for shard in 0..config.shards {
+        let (config, registry) = (Arc::clone(&config), Arc::clone(&registry));
+        let core = config.core_of(shard);
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(core))
+            .name(&format!("weir-shard-{shard}"))
+            .spawn(move || async move {
+                let ctx = ShardContext::start(ShardId(shard), config, registry)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                listener::serve(ctx).await.map_err(|e| e.to_string())
+            })
+            .map_err(|e| BrokerError::Executor {
+                shard,
+                reason: e.to_string(),
+            })?;
+        handles.push(handle);
+    }
+    for (shard, handle) in handles.into_iter().enumerate() {
+        match handle.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(reason)) => return Err(BrokerError::Shard { shard, reason }),
+            Err(e) => {
+                return Err(BrokerError::Shard {
+                    shard,
+                    reason: e.to_string(),
+                })
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,158 @@
+//! Runs the real `weir` binary on loopback for integration tests: free ports, a scratch
+//! data directory on the project disk, and a kill on drop.
+
+use std::{
+    net::{SocketAddr, TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+/// True when `addr` answers an ApiVersions request. A TCP connect alone is not enough:
+/// after a SIGKILL the dead process's listening socket can linger for a few
+/// milliseconds (io_uring releases its files asynchronously) and accept connections.
+pub fn answers_api_versions(addr: SocketAddr) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(100)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    // ApiVersions v0: key 18, version 0, correlation id 1, null client id.
+    let request = [0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff];
+    let mut header = [0u8; 8];
+    s.write_all(&request).is_ok()
+        && s.read_exact(&mut header).is_ok()
+        && header[4..8] == [0, 0, 0, 1]
+}
+
+/// A running broker process.
+pub struct Broker {
+    child: Option<Child>,
+    /// Shard 0's port.
+    pub port: u16,
+    /// Number of shards.
+    pub shards: usize,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    extra: Vec<String>,
+}
+
+/// `n` consecutive free loopback ports, below Linux's ephemeral range: a connect to a
+/// port in that range with nothing listening can connect to itself and fake readiness.
+fn free_ports(n: usize) -> u16 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seed = u64::from(std::process::id())
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    for _ in 0..1000 {
+        let i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let port = 20_000 + ((seed.wrapping_add(i * 104_729)) % 12_000) as u16;
+        if (0..n).all(|k| TcpListener::bind(("127.0.0.1", port + k as u16)).is_ok()) {
+            return port;
+        }
+    }
+    panic!("no free ports");
+}
+
+impl Broker {
+    /// Starts a broker with `shards` shards on fresh ports in `data_dir`, with extra
+    /// command-line flags, and waits until every shard accepts connections.
+    pub fn start(data_dir: &Path, shards: usize, extra: &[&str]) -> Broker {
+        let mut b = Broker {
+            child: None,
+            port: free_ports(shards),
+            shards,
+            data_dir: data_dir.to_path_buf(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        b.spawn();
+        b
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .arg("serve")
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .args(["--shards", &self.shards.to_string()])
+            .args([
+                "--cores",
+                &(0..self.shards)
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ])
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["--log-level", "info"])
+            .args(&self.extra)
+            .stdout(self.log_file())
+            .stderr(self.log_file())
+            .spawn()
+            .expect("start weir");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for s in 0..self.shards {
+            let addr = SocketAddr::from(([127, 0, 0, 1], self.port + s as u16));
+            while !answers_api_versions(addr) {
+                assert!(
+                    Instant::now() < deadline,
+                    "broker did not start listening on {addr}"
+                );
+                if let Some(status) = self
+                    .child
+                    .as_mut()
+                    .and_then(|c| c.try_wait().ok().flatten())
+                {
+                    panic!("broker exited at start: {status}");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    fn log_file(&self) -> Stdio {
+        let path = self.data_dir.with_extension("log");
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_or(Stdio::null(), Stdio::from)
+    }
+
+    /// The broker's log so far (stdout and stderr), for failure messages.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.with_extension("log")).unwrap_or_default()
+    }
+
+    /// `127.0.0.1:PORT` of shard 0, the bootstrap address.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the broker with SIGKILL (a crash) and starts it again on the same ports.
+    pub fn crash_and_restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// True while the process is running.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
