@@ -3,6 +3,7 @@
 //! process ([`broker`]). Each test binary uses a part of them.
 
 pub mod broker;
+pub mod kafka_client;
 
 use std::{future::Future, path::Path, time::Duration};
 

@@ -1,0 +1,214 @@
+//! Bad and edge-case input to the real broker over TCP: malformed frames close only
+//! their own connection, bad requests get Kafka's error codes, and nothing already
+//! stored is lost.
+
+#[allow(dead_code)]
+mod common;
+
+use std::io::Write;
+
+use bytes::Bytes;
+use common::{
+    broker::Broker,
+    kafka_client::{call, closed, connect},
+    scratch_dir,
+};
+use kafka_protocol::{
+    messages::{
+        create_topics_request::CreatableTopic,
+        fetch_request::{FetchPartition, FetchTopic},
+        produce_request::{PartitionProduceData, TopicProduceData},
+        ApiVersionsRequest, CreateTopicsRequest, FetchRequest, ProduceRequest, TopicName,
+    },
+    protocol::StrBytes,
+    ResponseError,
+};
+use weir::storage::record_batch::build_batch;
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn create(port: u16, topic: &str, partitions: i32) -> i16 {
+    let mut t = CreatableTopic::default();
+    t.name = name(topic);
+    t.num_partitions = partitions;
+    t.replication_factor = 1;
+    let mut req = CreateTopicsRequest::default();
+    req.topics = vec![t];
+    req.timeout_ms = 5000;
+    call(&mut connect(port), &req, 7).topics[0].error_code
+}
+
+fn produce(port: u16, topic: &str, partition: i32, records: Vec<u8>) -> (i16, i64) {
+    let mut p = PartitionProduceData::default();
+    p.index = partition;
+    p.records = Some(Bytes::from(records));
+    let mut t = TopicProduceData::default();
+    t.name = name(topic);
+    t.partition_data = vec![p];
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 5000;
+    req.topic_data = vec![t];
+    let r = call(&mut connect(port), &req, 9);
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+fn fetch(port: u16, topic: &str, partition: i32, offset: i64) -> (i16, i64, Bytes) {
+    let mut p = FetchPartition::default();
+    p.partition = partition;
+    p.fetch_offset = offset;
+    p.partition_max_bytes = 1 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = name(topic);
+    t.partitions = vec![p];
+    let mut req = FetchRequest::default();
+    req.max_wait_ms = 100;
+    req.max_bytes = 1 << 20;
+    req.topics = vec![t];
+    let r = call(&mut connect(port), &req, 12);
+    let d = &r.responses[0].partitions[0];
+    (
+        d.error_code,
+        d.high_watermark,
+        d.records.clone().unwrap_or_default(),
+    )
+}
+
+fn code(e: ResponseError) -> i16 {
+    e.code()
+}
+
+#[test]
+fn malformed_frames_close_only_their_connection() {
+    let dir = scratch_dir();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        2,
+        &["--max-request-bytes", "65536"],
+    );
+    let frames: Vec<Vec<u8>> = vec![
+        (-5i32).to_be_bytes().to_vec(),
+        (1i32 << 30).to_be_bytes().to_vec(),
+        [&8i32.to_be_bytes()[..], &[0x7f, 0x7f, 0, 0, 0, 0, 0, 1]].concat(),
+        [&3i32.to_be_bytes()[..], &[1, 2, 3]].concat(),
+        [
+            &12i32.to_be_bytes()[..],
+            &[0, 3, 0, 9, 0, 0, 0, 1, 0x7f, 0xff, 0, 0],
+        ]
+        .concat(),
+    ];
+    let mut survivor = connect(broker.port);
+    for frame in frames {
+        let mut s = connect(broker.port);
+        s.write_all(&frame).expect("send");
+        assert!(closed(&mut s), "frame {frame:?} closes its connection");
+        let versions = call(&mut survivor, &ApiVersionsRequest::default(), 3);
+        assert_eq!(versions.error_code, 0, "other connections keep working");
+    }
+}
+
+#[test]
+fn api_versions_above_ours_get_unsupported_version() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    let mut s = connect(broker.port);
+    // ApiVersions v9 (a future client): flexible header v2 = key, version, correlation
+    // id, null client id, no tagged fields. The answer is a v0 response with error 35.
+    s.write_all(&[0, 0, 0, 11, 0, 18, 0, 9, 0, 0, 0, 5, 0xff, 0xff, 0])
+        .expect("send");
+    let mut resp = [0u8; 10];
+    std::io::Read::read_exact(&mut s, &mut resp).expect("response");
+    assert_eq!(&resp[4..8], &5i32.to_be_bytes(), "correlation id");
+    assert_eq!(
+        i16::from_be_bytes([resp[8], resp[9]]),
+        code(ResponseError::UnsupportedVersion)
+    );
+}
+
+#[test]
+fn bad_requests_get_kafka_errors_and_lose_nothing() {
+    let dir = scratch_dir();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        2,
+        &["--auto-create-topics", "false"],
+    );
+    let port = broker.port;
+    assert_eq!(create(port, "t", 4), 0);
+    assert_eq!(
+        create(port, "t", 4),
+        code(ResponseError::TopicAlreadyExists)
+    );
+    assert_eq!(
+        create(port, "bad/name", 1),
+        code(ResponseError::InvalidTopicException)
+    );
+    assert_eq!(
+        create(port, "zero", 0),
+        code(ResponseError::InvalidPartitions)
+    );
+
+    // Find a partition each shard owns by asking shard 0 for each partition.
+    let good = build_batch(3, b"kept", 1000);
+    let mut owned = None;
+    let mut foreign = None;
+    for p in 0..4 {
+        match produce(port, "t", p, good.clone()).0 {
+            0 => owned = owned.or(Some(p)),
+            e if e == code(ResponseError::NotLeaderOrFollower) => foreign = foreign.or(Some(p)),
+            e => panic!("unexpected error {e} for partition {p}"),
+        }
+    }
+    let owned = owned.expect("shard 0 owns a partition of a 4-partition topic");
+    assert!(
+        foreign.is_some(),
+        "shard 1 owns one too, and shard 0 refuses it"
+    );
+
+    let mut bad_crc = good.clone();
+    let last = bad_crc.len() - 1;
+    bad_crc[last] ^= 1;
+    assert_eq!(
+        produce(port, "t", owned, bad_crc).0,
+        code(ResponseError::CorruptMessage)
+    );
+    let mut bad_magic = good.clone();
+    bad_magic[16] = 1;
+    assert_eq!(
+        produce(port, "t", owned, bad_magic).0,
+        code(ResponseError::UnsupportedForMessageFormat)
+    );
+    let huge = build_batch(1, &vec![7u8; 2 << 20], 0);
+    assert_eq!(
+        produce(port, "t", owned, huge).0,
+        code(ResponseError::MessageTooLarge)
+    );
+    assert_eq!(
+        produce(port, "t", 99, good.clone()).0,
+        code(ResponseError::UnknownTopicOrPartition)
+    );
+    assert_eq!(
+        produce(port, "t", -1, good.clone()).0,
+        code(ResponseError::UnknownTopicOrPartition)
+    );
+    assert_eq!(
+        produce(port, "nope", 0, good.clone()).0,
+        code(ResponseError::UnknownTopicOrPartition)
+    );
+
+    let (error, hw, records) = fetch(port, "t", owned, 0);
+    assert_eq!((error, hw), (0, 3), "only the good batch was stored");
+    assert_eq!(&records[16..], &good[16..]);
+    assert_eq!(
+        fetch(port, "t", owned, 4).0,
+        code(ResponseError::OffsetOutOfRange)
+    );
+    assert_eq!(
+        produce(port, "t", owned, good).1,
+        3,
+        "the next good batch follows densely"
+    );
+}
