@@ -16,6 +16,13 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
 
+# Python Kafka clients for the interop tests, pinned, in a virtualenv under target/.
+if [ ! -x target/pyenv/bin/python ]; then
+  python3 -m venv target/pyenv
+fi
+target/pyenv/bin/pip install --quiet --disable-pip-version-check \
+  kafka-python==3.0.12 confluent-kafka==2.16.1
+
 cargo fmt --all --check
 cargo clippy --all-targets -- -D warnings
 # Benches run once each in test mode, so they cannot rot.

@@ -6,6 +6,7 @@ pub mod api_versions;
 pub mod create_topics;
 pub mod delete_topics;
 pub mod fetch;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -107,6 +108,7 @@ pub async fn handle(ctx: &ShardContext, request: Request) -> Option<Bytes> {
         ApiKey::Produce => produce::handle(ctx, &request).await,
         ApiKey::Fetch => fetch::handle(ctx, &request).await,
         ApiKey::ListOffsets => list_offsets::handle(ctx, &request).await,
+        ApiKey::InitProducerId => init_producer_id::handle(ctx, &request).await,
         other => {
             tracing::warn!(api = ?other, "request for an API that decode() admitted but no handler serves");
             None

@@ -15,7 +15,10 @@ use kafka_protocol::{
 
 use crate::{
     shard::context::ShardContext,
-    storage::{partition_log::Durable, BatchError, Offset, ProducePayload, StorageError},
+    storage::{
+        partition_log::Durable, producer_state::SequenceError, BatchError, Offset, ProducePayload,
+        StorageError,
+    },
 };
 
 use super::{decode_body, encode, Request};
@@ -32,6 +35,15 @@ fn batch_error(e: &BatchError) -> ResponseError {
 fn storage_error(e: &StorageError) -> ResponseError {
     match e {
         StorageError::InvalidBatch(b) => batch_error(b),
+        StorageError::Sequence(SequenceError::OutOfOrder { .. }) => {
+            ResponseError::OutOfOrderSequenceNumber
+        }
+        StorageError::Sequence(SequenceError::StaleEpoch { .. }) => {
+            ResponseError::InvalidProducerEpoch
+        }
+        StorageError::Sequence(SequenceError::DuplicateInPayload { .. }) => {
+            ResponseError::DuplicateSequenceNumber
+        }
         StorageError::Closed(_) => ResponseError::NotLeaderOrFollower,
         _ => ResponseError::KafkaStorageError,
     }

@@ -3,5 +3,6 @@
 //! ([`placement`]).
 
 pub mod placement;
+pub mod producer_ids;
 pub mod registry;
 pub mod topic_name;

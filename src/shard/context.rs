@@ -16,6 +16,7 @@ use crate::{
     config::BrokerConfig,
     metadata::{
         placement::{partition_shard, ShardId},
+        producer_ids::ProducerIds,
         registry::{RegistryError, TopicInfo, TopicRegistry},
         topic_name,
     },
@@ -54,6 +55,8 @@ pub struct ShardContext {
     pub config: Arc<BrokerConfig>,
     /// The topic registry shared by all shards.
     pub registry: Arc<TopicRegistry>,
+    /// The broker's producer id allocator.
+    pub producer_ids: Arc<ProducerIds>,
     /// This shard's storage.
     pub storage: ShardStorage,
     logs: RefCell<HashMap<PartitionKey, ([u8; 16], PartitionLog)>>,
@@ -67,6 +70,7 @@ impl ShardContext {
         id: ShardId,
         config: Arc<BrokerConfig>,
         registry: Arc<TopicRegistry>,
+        producer_ids: Arc<ProducerIds>,
     ) -> Result<Rc<ShardContext>, StorageError> {
         let storage = ShardStorage::start(
             ShardStorageConfig {
@@ -85,6 +89,7 @@ impl ShardContext {
             id,
             config,
             registry,
+            producer_ids,
             storage,
             logs: RefCell::new(HashMap::new()),
             seen_version: Cell::new(0),

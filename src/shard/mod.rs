@@ -10,7 +10,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::{
     config::BrokerConfig,
-    metadata::{placement::ShardId, registry::TopicRegistry},
+    metadata::{placement::ShardId, producer_ids::ProducerIds, registry::TopicRegistry},
     net::listener,
 };
 
@@ -22,6 +22,9 @@ pub enum BrokerError {
     /// The topic registry could not be loaded.
     #[error(transparent)]
     Registry(#[from] crate::metadata::registry::RegistryError),
+    /// The producer id file could not be loaded.
+    #[error(transparent)]
+    ProducerIds(#[from] crate::metadata::producer_ids::ProducerIdError),
     /// A shard's executor could not be created or pinned.
     #[error("shard {shard}: cannot start its executor: {reason}")]
     Executor {
@@ -65,15 +68,17 @@ pub fn run(config: BrokerConfig) -> Result<(), BrokerError> {
         source,
     })?;
     let registry = TopicRegistry::load(&config.data_dir)?;
+    let producer_ids = Arc::new(ProducerIds::load(&config.data_dir)?);
     let config = Arc::new(config);
     let mut handles = Vec::new();
     for shard in 0..config.shards {
         let (config, registry) = (Arc::clone(&config), Arc::clone(&registry));
+        let producer_ids = Arc::clone(&producer_ids);
         let core = config.core_of(shard);
         let handle = LocalExecutorBuilder::new(Placement::Fixed(core))
             .name(&format!("weir-shard-{shard}"))
             .spawn(move || async move {
-                let ctx = ShardContext::start(ShardId(shard), config, registry)
+                let ctx = ShardContext::start(ShardId(shard), config, registry, producer_ids)
                     .await
                     .map_err(|e| e.to_string())?;
                 listener::serve(ctx).await.map_err(|e| e.to_string())

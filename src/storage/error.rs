@@ -79,6 +79,9 @@ pub enum StorageError {
     /// segment), or the log would pass `i64::MAX`.
     #[error("offset overflow in {0}")]
     OffsetOverflow(PathBuf),
+    /// An idempotent producer's batch was out of sequence or from a fenced epoch.
+    #[error(transparent)]
+    Sequence(#[from] super::producer_state::SequenceError),
     /// A configuration value is out of its allowed range.
     #[error("invalid storage configuration: {0}")]
     InvalidConfig(String),

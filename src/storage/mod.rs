@@ -27,6 +27,7 @@ pub mod error;
 mod failpoint;
 pub mod flush;
 pub mod partition_log;
+pub mod producer_state;
 pub mod record_batch;
 pub mod recovery;
 pub mod segment;

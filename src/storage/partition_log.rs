@@ -37,13 +37,14 @@ use super::{
     config::LogConfig,
     error::FenceReason,
     flush::FlushTarget,
+    producer_state::{sequence_after, BatchSequence, ProducerStates, SequenceCheck, SequenceError},
     record_batch::ProducePayload,
     recovery::RecoveryReport,
     segment::{Segment, SegmentFlush, SegmentPaths},
     segment_index::NO_TIMESTAMP,
-    segment_reader::SegmentReader,
+    segment_reader::{SegmentReader, SCAN_WINDOW_BYTES, WALK_WINDOW_BYTES},
     shard_storage::ShardStorage,
-    Offset, Result, StorageError,
+    FilePosition, Offset, Result, StorageError,
 };
 
 /// Which offset [`PartitionLog::offset_for_timestamp`] should find (ListOffsets).
@@ -91,6 +92,7 @@ pub struct Appended {
 
 struct LogState {
     segments: VecDeque<Segment>,
+    producers: ProducerStates,
     log_start: Offset,
     log_end: Offset,
     high_watermark: Offset,
@@ -169,6 +171,55 @@ async fn sync_dir(dir: &Path) -> Result<()> {
         .await
 }
 
+/// Checks an idempotent producer's batches against what the partition stored. Returns
+/// the original offsets when the payload is one batch that is already stored.
+fn check_sequences(
+    producers: &ProducerStates,
+    payload: &ProducePayload,
+) -> Result<Option<(Offset, Offset)>> {
+    let single = payload.batch_count() == 1;
+    let mut scratch: Option<ProducerStates> = None;
+    for (i, batch) in payload.batches().enumerate() {
+        let producer_id = batch.producer_id();
+        if producer_id < 0 {
+            continue;
+        }
+        let first = batch.base_sequence();
+        let last = sequence_after(first, batch.last_offset_delta());
+        let states = scratch.as_ref().unwrap_or(producers);
+        match states.check(producer_id, batch.producer_epoch(), first, last)? {
+            SequenceCheck::Duplicate {
+                base_offset,
+                last_offset,
+            } if single => return Ok(Some((base_offset, last_offset))),
+            SequenceCheck::Duplicate { .. } => {
+                return Err(SequenceError::DuplicateInPayload { producer_id }.into())
+            }
+            SequenceCheck::Append if payload.batch_count() > i + 1 => {
+                // Later batches of this payload must continue this one's sequence.
+                let s = scratch.get_or_insert_with(|| producers.clone());
+                s.record(
+                    producer_id,
+                    batch.producer_epoch(),
+                    BatchSequence {
+                        first,
+                        last,
+                        base_offset: Offset(0),
+                        last_offset: Offset(0),
+                    },
+                );
+            }
+            SequenceCheck::Append => {}
+        }
+    }
+    Ok(None)
+}
+
+/// How much of the log's tail recovery rescans to rebuild idempotent producers' state.
+/// Retries arrive within the client's delivery timeout (two minutes by default), so a
+/// batch older than this much data is not retried; its producer is treated as new.
+const PRODUCER_STATE_SCAN_BYTES: u64 = 64 << 20;
+
 impl PartitionLog {
     /// Opens the log in `dir`, creating it when empty, and recovers every segment (see
     /// `recovery`). A segment that had to be cut short makes every later segment
@@ -224,6 +275,7 @@ impl PartitionLog {
             storage: storage.clone(),
             state: RefCell::new(LogState {
                 segments,
+                producers: ProducerStates::default(),
                 log_start,
                 log_end,
                 high_watermark: log_end,
@@ -234,7 +286,66 @@ impl PartitionLog {
             append_lock: Semaphore::new(1),
             queued: Cell::new(false),
         });
-        Ok((PartitionLog { shared }, reports))
+        let log = PartitionLog { shared };
+        log.rebuild_producer_states().await?;
+        Ok((log, reports))
+    }
+
+    /// Replays the batch headers of the last [`PRODUCER_STATE_SCAN_BYTES`] of the log
+    /// into the producer state table.
+    async fn rebuild_producer_states(&self) -> Result<()> {
+        let plan: Vec<(SegmentReader, FilePosition)> = {
+            let st = self.shared.state.borrow();
+            let mut left = PRODUCER_STATE_SCAN_BYTES;
+            let mut plan = Vec::new();
+            for segment in st.segments.iter().rev() {
+                let size = segment.size();
+                let from = size.saturating_sub(left);
+                // Start at an indexed batch boundary at or before `from`.
+                let start = segment
+                    .index()
+                    .offsets()
+                    .entries()
+                    .iter()
+                    .rev()
+                    .map(|e| u64::from(e.position))
+                    .find(|&p| p <= from)
+                    .unwrap_or(0);
+                plan.push((self.reader(segment), FilePosition(start)));
+                left = left.saturating_sub(size);
+                if left == 0 {
+                    break;
+                }
+            }
+            plan.reverse();
+            plan
+        };
+        let mut producers = ProducerStates::default();
+        for (reader, start) in plan {
+            let seen = RefCell::new(Vec::new());
+            reader
+                .find(start, SCAN_WINDOW_BYTES, |h| {
+                    if h.producer_id >= 0 {
+                        seen.borrow_mut().push(*h);
+                    }
+                    false
+                })
+                .await?;
+            for h in seen.into_inner() {
+                producers.record(
+                    h.producer_id,
+                    h.producer_epoch,
+                    BatchSequence {
+                        first: h.base_sequence,
+                        last: sequence_after(h.base_sequence, h.last_offset_delta),
+                        base_offset: Offset(h.base_offset as u64),
+                        last_offset: Offset(h.last_offset() as u64),
+                    },
+                );
+            }
+        }
+        self.shared.state.borrow_mut().producers = producers;
+        Ok(())
     }
 
     /// The log's directory.
@@ -288,6 +399,17 @@ impl PartitionLog {
         let roll = {
             let st = shared.state.borrow();
             self.refuse(&st)?;
+            if let Some(duplicate) = check_sequences(&st.producers, payload)? {
+                // A retry of a stored batch: its original offsets, durable when they are.
+                return Ok(Appended {
+                    base_offset: duplicate.0,
+                    last_offset: duplicate.1,
+                    durable: Durable {
+                        log: Rc::clone(shared),
+                        target: Offset(duplicate.1 .0 + 1),
+                    },
+                });
+            }
             if st
                 .log_end
                 .0
@@ -317,10 +439,28 @@ impl PartitionLog {
         self.refuse(&st)?;
         let base_offset = st.log_end;
         let mut next = base_offset;
-        let active = st.segments.back_mut().expect("active segment");
+        let LogState {
+            segments,
+            producers,
+            ..
+        } = &mut *st;
+        let active = segments.back_mut().expect("active segment");
         for batch in payload.batches() {
             active.append(&batch, next, leader_epoch);
-            next = Offset(next.0 + u64::from(batch.record_count()));
+            let last = Offset(next.0 + u64::from(batch.record_count()) - 1);
+            if batch.producer_id() >= 0 {
+                producers.record(
+                    batch.producer_id(),
+                    batch.producer_epoch(),
+                    BatchSequence {
+                        first: batch.base_sequence(),
+                        last: sequence_after(batch.base_sequence(), batch.last_offset_delta()),
+                        base_offset: next,
+                        last_offset: last,
+                    },
+                );
+            }
+            next = Offset(last.0 + 1);
         }
         st.log_end = next;
         drop(st);
@@ -489,7 +629,7 @@ impl PartitionLog {
                 (self.reader(segment), segment.index().lookup(from), from)
             };
             let found = reader
-                .find(start, |h| {
+                .find(start, WALK_WINDOW_BYTES, |h| {
                     h.max_timestamp >= target && h.last_offset() >= from.0 as i64
                 })
                 .await?;
@@ -814,6 +954,83 @@ mod tests {
                 .expect("appends after reopen");
             assert_eq!(again.base_offset, end);
             again.durable.await.expect("durable after reopen");
+            reopened.close().await.expect("close");
+            storage.shutdown().await;
+        });
+    }
+
+    fn idempotent(seq: i32, epoch: i16) -> ProducePayload {
+        let b = crate::storage::record_batch::build_idempotent_batch(3, b"idem", 0, 7, epoch, seq);
+        ProducePayload::validate(Bytes::from(b), 1 << 20).expect("valid")
+    }
+
+    #[test]
+    fn idempotent_retries_are_not_stored_twice_even_after_reopen() {
+        let dir = test_dir();
+        run(async move {
+            let storage = ShardStorage::start(
+                ShardStorageConfig {
+                    data_dir: dir.path().to_path_buf(),
+                    flush: FlushConfig {
+                        interval: std::time::Duration::ZERO,
+                        ..FlushConfig::default()
+                    },
+                    cache_bytes_max: 1 << 20,
+                },
+                Clock::System,
+            )
+            .await
+            .expect("start");
+            let path = dir.path().join("t-0");
+            let (log, _) = storage
+                .open_log(&path, LogConfig::default())
+                .await
+                .expect("open");
+            let first = log.append(&idempotent(0, 0), 0).await.expect("append");
+            assert_eq!(first.base_offset, Offset(0));
+            let retry = log.append(&idempotent(0, 0), 0).await.expect("retry");
+            assert_eq!(
+                (retry.base_offset, retry.last_offset),
+                (Offset(0), Offset(2))
+            );
+            retry.durable.await.expect("durable with the original");
+            assert_eq!(log.offsets().log_end, Offset(3), "stored once");
+            let gap = log.append(&idempotent(6, 0), 0).await;
+            assert!(matches!(
+                gap,
+                Err(StorageError::Sequence(SequenceError::OutOfOrder {
+                    expected: 3,
+                    got: 6,
+                    ..
+                }))
+            ));
+            let next = log.append(&idempotent(3, 0), 0).await.expect("in order");
+            assert_eq!(next.base_offset, Offset(3));
+            next.durable.await.expect("durable");
+            log.close().await.expect("close");
+
+            let (reopened, _) = storage
+                .open_log(&path, LogConfig::default())
+                .await
+                .expect("reopen");
+            let retry = reopened
+                .append(&idempotent(3, 0), 0)
+                .await
+                .expect("retry after reopen");
+            assert_eq!(retry.base_offset, Offset(3), "state rebuilt from the log");
+            assert_eq!(reopened.offsets().log_end, Offset(6));
+            reopened
+                .append(&idempotent(0, 1), 0)
+                .await
+                .expect("new epoch")
+                .durable
+                .await
+                .expect("durable");
+            let zombie = reopened.append(&idempotent(6, 0), 0).await;
+            assert!(matches!(
+                zombie,
+                Err(StorageError::Sequence(SequenceError::StaleEpoch { .. }))
+            ));
             reopened.close().await.expect("close");
             storage.shutdown().await;
         });

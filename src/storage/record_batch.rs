@@ -152,6 +152,12 @@ pub struct BatchHeader {
     pub max_timestamp: i64,
     /// `magic`.
     pub magic: i8,
+    /// `producerId`, or -1.
+    pub producer_id: i64,
+    /// `producerEpoch`.
+    pub producer_epoch: i16,
+    /// `baseSequence`, or -1.
+    pub base_sequence: i32,
 }
 
 impl BatchHeader {
@@ -172,6 +178,9 @@ impl BatchHeader {
             last_offset_delta: be_i32(bytes, LAST_OFFSET_DELTA_AT),
             max_timestamp: be_i64(bytes, MAX_TIMESTAMP_AT),
             magic: bytes[MAGIC_AT] as i8,
+            producer_id: be_i64(bytes, PRODUCER_ID_AT),
+            producer_epoch: be_i16(bytes, PRODUCER_EPOCH_AT),
+            base_sequence: be_i32(bytes, BASE_SEQUENCE_AT),
         })
     }
 
@@ -249,6 +258,11 @@ impl<'a> RecordBatch<'a> {
     /// `baseSequence`, or -1 for a producer without idempotence.
     pub fn base_sequence(&self) -> i32 {
         be_i32(self.bytes, BASE_SEQUENCE_AT)
+    }
+
+    /// `lastOffsetDelta`.
+    pub fn last_offset_delta(&self) -> i32 {
+        be_i32(self.bytes, LAST_OFFSET_DELTA_AT)
     }
 
     /// The first [`REWRITTEN_PREFIX_BYTES`] of the batch as they must be stored once the
@@ -402,6 +416,19 @@ pub fn seal_crc(batch: &mut [u8]) {
 /// apart. Fields the broker does not look at are set as a non-idempotent producer
 /// would set them.
 pub fn build_batch(record_count: u32, value: &[u8], base_timestamp_ms: i64) -> Vec<u8> {
+    build_idempotent_batch(record_count, value, base_timestamp_ms, -1, -1, -1)
+}
+
+/// [`build_batch`] for an idempotent producer: stamps `producer_id`, `producer_epoch`
+/// and `base_sequence` (all -1 for a plain producer).
+pub fn build_idempotent_batch(
+    record_count: u32,
+    value: &[u8],
+    base_timestamp_ms: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> Vec<u8> {
     assert!(record_count > 0, "a batch holds at least one record");
     let mut records = Vec::with_capacity(record_count as usize * (value.len() + 16));
     for i in 0..record_count {
@@ -427,9 +454,9 @@ pub fn build_batch(record_count: u32, value: &[u8], base_timestamp_ms: i64) -> V
     b.extend_from_slice(&((record_count - 1) as i32).to_be_bytes());
     b.extend_from_slice(&base_timestamp_ms.to_be_bytes());
     b.extend_from_slice(&(base_timestamp_ms + i64::from(record_count) - 1).to_be_bytes());
-    b.extend_from_slice(&(-1i64).to_be_bytes());
-    b.extend_from_slice(&(-1i16).to_be_bytes());
-    b.extend_from_slice(&(-1i32).to_be_bytes());
+    b.extend_from_slice(&producer_id.to_be_bytes());
+    b.extend_from_slice(&producer_epoch.to_be_bytes());
+    b.extend_from_slice(&base_sequence.to_be_bytes());
     b.extend_from_slice(&(record_count as i32).to_be_bytes());
     b.extend_from_slice(&records);
     seal_crc(&mut b);

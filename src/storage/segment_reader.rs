@@ -19,7 +19,10 @@ use super::{
 };
 
 /// Bytes read per step while walking batch headers to find a starting batch.
-const WALK_WINDOW_BYTES: usize = 16 << 10;
+pub const WALK_WINDOW_BYTES: usize = 16 << 10;
+
+/// Bytes read per step while walking every header of a long stretch of log.
+pub const SCAN_WINDOW_BYTES: usize = 1 << 20;
 
 /// Reads batches of one segment up to a fixed limit.
 pub struct SegmentReader {
@@ -86,14 +89,17 @@ impl SegmentReader {
 
     /// The first batch at or after `start` (a batch boundary) for which `wanted` holds,
     /// with its position; `None` when the segment ends first.
+    /// Reads `window_bytes` at a time ([`WALK_WINDOW_BYTES`] when the batch is expected
+    /// near `start`, [`SCAN_WINDOW_BYTES`] to visit everything).
     pub async fn find(
         &self,
         start: FilePosition,
+        window_bytes: usize,
         wanted: impl Fn(&BatchHeader) -> bool,
     ) -> Result<Option<(FilePosition, BatchHeader)>> {
         let mut position = start.0;
         while position < self.limit.0 {
-            let window = self.fetch(position, WALK_WINDOW_BYTES).await?.bytes;
+            let window = self.fetch(position, window_bytes).await?.bytes;
             if window.len() < HEADER_BYTES {
                 return Err(self.corrupt(position, "segment ends inside a batch header"));
             }
@@ -121,7 +127,10 @@ impl SegmentReader {
         target: i64,
         max_bytes: usize,
     ) -> Result<Option<Bytes>> {
-        let Some((first, header)) = self.find(start, |h| h.last_offset() >= target).await? else {
+        let Some((first, header)) = self
+            .find(start, WALK_WINDOW_BYTES, |h| h.last_offset() >= target)
+            .await?
+        else {
             return Ok(None);
         };
         let fetched = self

@@ -1,0 +1,255 @@
+//! Idempotent producers: per partition, each producer id's epoch and the sequence
+//! numbers of its last [`BATCHES_KEPT`] batches, so a retried batch that is already
+//! stored is answered with its original offsets instead of being stored twice, a gap
+//! in sequences is refused, and an older epoch is fenced. Kafka's rules
+//! (`ProducerStateManager`), kept by the partition log under its append lock.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::Offset;
+
+/// Batches remembered per producer, as Kafka remembers (the client keeps at most five
+/// requests in flight per partition).
+pub const BATCHES_KEPT: usize = 5;
+
+/// A stored batch of an idempotent producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchSequence {
+    /// `baseSequence`.
+    pub first: i32,
+    /// The sequence of its last record.
+    pub last: i32,
+    /// Offset of its first record.
+    pub base_offset: Offset,
+    /// Offset of its last record.
+    pub last_offset: Offset,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ProducerEntry {
+    epoch: i16,
+    batches: VecDeque<BatchSequence>,
+}
+
+/// What to do with an idempotent producer's batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceCheck {
+    /// New and in order: append it.
+    Append,
+    /// Already stored: answer with these offsets and store nothing.
+    Duplicate {
+        /// Original first offset.
+        base_offset: Offset,
+        /// Original last offset.
+        last_offset: Offset,
+    },
+}
+
+/// Why an idempotent producer's batch is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SequenceError {
+    /// The batch's epoch is older than the producer's current one (a zombie).
+    #[error("producer {producer_id} epoch {epoch} is older than the current epoch {current}")]
+    StaleEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's epoch.
+        epoch: i16,
+        /// The epoch the partition has seen.
+        current: i16,
+    },
+    /// The batch does not continue the producer's sequence.
+    #[error("producer {producer_id} sent sequence {got}, expected {expected}")]
+    OutOfOrder {
+        /// The producer.
+        producer_id: i64,
+        /// The sequence that would continue.
+        expected: i32,
+        /// The batch's base sequence.
+        got: i32,
+    },
+    /// A payload of several batches contained one already stored.
+    #[error("producer {producer_id} re-sent a stored batch inside a multi-batch payload")]
+    DuplicateInPayload {
+        /// The producer.
+        producer_id: i64,
+    },
+}
+
+/// Kafka's sequence arithmetic: sequences wrap from `i32::MAX` to 0.
+pub fn sequence_after(sequence: i32, increment: i32) -> i32 {
+    if sequence > i32::MAX - increment {
+        increment - (i32::MAX - sequence) - 1
+    } else {
+        sequence + increment
+    }
+}
+
+/// The idempotent producers of one partition.
+#[derive(Debug, Clone, Default)]
+pub struct ProducerStates {
+    producers: HashMap<i64, ProducerEntry>,
+}
+
+impl ProducerStates {
+    /// Decides what to do with a batch from `producer_id` at `epoch` holding sequences
+    /// `first..=last`.
+    pub fn check(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        first: i32,
+        last: i32,
+    ) -> Result<SequenceCheck, SequenceError> {
+        let Some(entry) = self.producers.get(&producer_id) else {
+            // Unknown here (new, or its batches aged out of what recovery rescans):
+            // accept whatever sequence it is at, as Kafka does.
+            return Ok(SequenceCheck::Append);
+        };
+        if epoch < entry.epoch {
+            return Err(SequenceError::StaleEpoch {
+                producer_id,
+                epoch,
+                current: entry.epoch,
+            });
+        }
+        if epoch > entry.epoch {
+            return if first == 0 {
+                Ok(SequenceCheck::Append)
+            } else {
+                Err(SequenceError::OutOfOrder {
+                    producer_id,
+                    expected: 0,
+                    got: first,
+                })
+            };
+        }
+        if let Some(b) = entry
+            .batches
+            .iter()
+            .find(|b| b.first == first && b.last == last)
+        {
+            return Ok(SequenceCheck::Duplicate {
+                base_offset: b.base_offset,
+                last_offset: b.last_offset,
+            });
+        }
+        let expected = entry
+            .batches
+            .back()
+            .map_or(first, |b| sequence_after(b.last, 1));
+        if first == expected {
+            Ok(SequenceCheck::Append)
+        } else {
+            Err(SequenceError::OutOfOrder {
+                producer_id,
+                expected,
+                got: first,
+            })
+        }
+    }
+
+    /// Records a stored batch (after [`check`](Self::check) said append, or while
+    /// recovery replays the log).
+    pub fn record(&mut self, producer_id: i64, epoch: i16, batch: BatchSequence) {
+        let entry = self.producers.entry(producer_id).or_default();
+        if epoch != entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+        if entry.batches.len() == BATCHES_KEPT {
+            entry.batches.pop_front();
+        }
+        entry.batches.push_back(batch);
+    }
+
+    /// Number of producers known.
+    pub fn len(&self) -> usize {
+        self.producers.len()
+    }
+
+    /// True when no producer is known.
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(first: i32, last: i32, base: u64) -> BatchSequence {
+        BatchSequence {
+            first,
+            last,
+            base_offset: Offset(base),
+            last_offset: Offset(base + (last - first) as u64),
+        }
+    }
+
+    #[test]
+    fn duplicates_gaps_and_old_epochs() {
+        let mut s = ProducerStates::default();
+        assert_eq!(s.check(7, 0, 0, 4), Ok(SequenceCheck::Append));
+        s.record(7, 0, b(0, 4, 100));
+        assert_eq!(s.check(7, 0, 5, 9), Ok(SequenceCheck::Append));
+        s.record(7, 0, b(5, 9, 105));
+        assert_eq!(
+            s.check(7, 0, 0, 4),
+            Ok(SequenceCheck::Duplicate {
+                base_offset: Offset(100),
+                last_offset: Offset(104)
+            })
+        );
+        assert!(matches!(
+            s.check(7, 0, 12, 13),
+            Err(SequenceError::OutOfOrder { expected: 10, .. })
+        ));
+        assert!(matches!(
+            s.check(7, 0, 3, 3),
+            Err(SequenceError::OutOfOrder { .. })
+        ));
+        assert_eq!(
+            s.check(7, 1, 0, 0),
+            Ok(SequenceCheck::Append),
+            "a new epoch starts at 0"
+        );
+        assert!(matches!(
+            s.check(7, 1, 5, 5),
+            Err(SequenceError::OutOfOrder { .. })
+        ));
+        s.record(7, 1, b(0, 0, 110));
+        assert!(matches!(
+            s.check(7, 0, 10, 10),
+            Err(SequenceError::StaleEpoch { current: 1, .. })
+        ));
+        assert_eq!(
+            s.check(8, 0, 42, 43),
+            Ok(SequenceCheck::Append),
+            "unknown producers are accepted"
+        );
+    }
+
+    #[test]
+    fn only_the_last_five_batches_are_remembered() {
+        let mut s = ProducerStates::default();
+        for i in 0..7 {
+            s.record(1, 0, b(i, i, i as u64));
+        }
+        assert!(matches!(
+            s.check(1, 0, 0, 0),
+            Err(SequenceError::OutOfOrder { .. })
+        ));
+        assert!(matches!(
+            s.check(1, 0, 2, 2),
+            Ok(SequenceCheck::Duplicate { .. })
+        ));
+    }
+
+    #[test]
+    fn sequences_wrap_like_kafkas() {
+        assert_eq!(sequence_after(5, 1), 6);
+        assert_eq!(sequence_after(i32::MAX, 1), 0);
+        assert_eq!(sequence_after(i32::MAX - 1, 3), 1);
+    }
+}
