@@ -19,6 +19,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 5),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::DescribeCluster, 0, 1),
 ];
 
 /// The version range of `key`, if it is served.

@@ -5,6 +5,8 @@
 pub mod api_versions;
 pub mod create_topics;
 pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
 pub mod fetch;
 pub mod init_producer_id;
 pub mod list_offsets;
@@ -109,6 +111,8 @@ pub async fn handle(ctx: &ShardContext, request: Request) -> Option<Bytes> {
         ApiKey::Fetch => fetch::handle(ctx, &request).await,
         ApiKey::ListOffsets => list_offsets::handle(ctx, &request).await,
         ApiKey::InitProducerId => init_producer_id::handle(ctx, &request).await,
+        ApiKey::DescribeCluster => describe_cluster::handle(ctx, &request),
+        ApiKey::DescribeConfigs => describe_configs::handle(ctx, &request),
         other => {
             tracing::warn!(api = ?other, "request for an API that decode() admitted but no handler serves");
             None

@@ -4,11 +4,16 @@ Usage: kafka_python_roundtrip.py BOOTSTRAP TOPIC COUNT"""
 import sys
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
 bootstrap, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
 admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])
+assert topic in admin.list_topics()
+cluster = admin.describe_cluster()
+assert len(cluster["brokers"]) >= 1, cluster
+configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+assert "segment.bytes" in str(configs), configs
 admin.close()
 
 producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)

@@ -1,0 +1,124 @@
+//! DescribeConfigs: the settings in force for a topic or a broker, under Kafka's names,
+//! read-only (weir takes its settings from its command line and config file).
+
+use bytes::Bytes;
+use kafka_protocol::{
+    messages::{
+        describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult},
+        DescribeConfigsRequest, DescribeConfigsResponse,
+    },
+    protocol::StrBytes,
+    ResponseError,
+};
+
+use crate::shard::context::ShardContext;
+
+use super::{decode_body, encode, Request};
+
+/// Kafka's resource type for topics.
+const TOPIC: i8 = 2;
+/// Kafka's resource type for brokers.
+const BROKER: i8 = 4;
+/// Kafka's config source for static broker configuration.
+const STATIC_BROKER_CONFIG: i8 = 4;
+
+fn duration_ms(d: Option<std::time::Duration>) -> String {
+    d.map_or("-1".into(), |d| d.as_millis().to_string())
+}
+
+/// The settings that apply to every topic, from the broker's configuration.
+fn topic_settings(ctx: &ShardContext) -> Vec<(&'static str, String)> {
+    let log = &ctx.config.log;
+    vec![
+        ("cleanup.policy", "delete".into()),
+        ("retention.ms", duration_ms(log.retention_age_max)),
+        (
+            "retention.bytes",
+            log.retention_bytes_max
+                .map_or("-1".into(), |b| b.to_string()),
+        ),
+        ("segment.bytes", log.segment_bytes.to_string()),
+        ("segment.ms", duration_ms(log.segment_age_max)),
+        (
+            "max.message.bytes",
+            ctx.config.message_max_bytes.to_string(),
+        ),
+        ("index.interval.bytes", log.index_interval_bytes.to_string()),
+        ("message.timestamp.type", "CreateTime".into()),
+        ("min.insync.replicas", "1".into()),
+    ]
+}
+
+fn broker_settings(ctx: &ShardContext) -> Vec<(&'static str, String)> {
+    let mut s = topic_settings(ctx);
+    s.extend([
+        ("num.partitions", ctx.config.default_partitions.to_string()),
+        (
+            "auto.create.topics.enable",
+            ctx.config.auto_create_topics.to_string(),
+        ),
+        (
+            "socket.request.max.bytes",
+            ctx.config.max_request_bytes.to_string(),
+        ),
+        (
+            "message.max.bytes",
+            ctx.config.message_max_bytes.to_string(),
+        ),
+        ("log.dirs", ctx.config.data_dir.display().to_string()),
+        (
+            "log.flush.interval.ms",
+            ctx.config.flush_interval.as_millis().to_string(),
+        ),
+    ]);
+    s
+}
+
+/// Describes each requested resource, each with its own error code.
+pub fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
+    let req: DescribeConfigsRequest = decode_body(request)?;
+    let mut response = DescribeConfigsResponse::default();
+    for resource in &req.resources {
+        let mut result = DescribeConfigsResult::default();
+        result.resource_type = resource.resource_type;
+        result.resource_name = resource.resource_name.clone();
+        let name = resource.resource_name.as_str();
+        let settings = match resource.resource_type {
+            TOPIC if ctx.registry.get(name).is_some() => Some(topic_settings(ctx)),
+            TOPIC => {
+                result.error_code = ResponseError::UnknownTopicOrPartition.code();
+                None
+            }
+            BROKER
+                if name.is_empty()
+                    || name.parse::<usize>().is_ok_and(|b| b < ctx.config.shards) =>
+            {
+                Some(broker_settings(ctx))
+            }
+            _ => {
+                result.error_code = ResponseError::InvalidRequest.code();
+                result.error_message = Some(StrBytes::from_string(format!(
+                    "resource type {} named {name:?} is not described",
+                    resource.resource_type
+                )));
+                None
+            }
+        };
+        for (key, value) in settings.into_iter().flatten() {
+            let wanted = resource
+                .configuration_keys
+                .as_ref()
+                .is_none_or(|keys| keys.iter().any(|k| k.as_str() == key));
+            if wanted {
+                let mut c = DescribeConfigsResourceResult::default();
+                c.name = StrBytes::from_static_str(key);
+                c.value = Some(StrBytes::from_string(value));
+                c.read_only = true;
+                c.config_source = STATIC_BROKER_CONFIG;
+                result.configs.push(c);
+            }
+        }
+        response.results.push(result);
+    }
+    encode(request, request.version(), &response)
+}
