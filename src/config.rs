@@ -59,6 +59,11 @@ pub struct BrokerConfig {
     pub message_max_bytes: usize,
     /// Memory per shard for the batch cache.
     pub cache_bytes_max: usize,
+    /// Request bytes a shard holds (read but not yet answered) before it stops reading
+    /// from its sockets.
+    pub inflight_bytes_max: usize,
+    /// A connection that sends nothing for this long is closed.
+    pub idle_timeout: Duration,
     /// Segment settings for every partition.
     pub log: LogConfig,
 }
@@ -79,6 +84,8 @@ impl Default for BrokerConfig {
             max_request_bytes: 100 << 20,
             message_max_bytes: 1 << 20,
             cache_bytes_max: 256 << 20,
+            inflight_bytes_max: 256 << 20,
+            idle_timeout: Duration::from_secs(600),
             log: LogConfig::default(),
         }
     }
@@ -117,6 +124,10 @@ pub struct ConfigOverrides {
     pub cache_bytes: Option<usize>,
     /// `--segment-bytes N`
     pub segment_bytes: Option<u64>,
+    /// `--inflight-bytes N`
+    pub inflight_bytes: Option<usize>,
+    /// `--idle-timeout DURATION`
+    pub idle_timeout: Option<String>,
 }
 
 /// Parses `"250us"`, `"1ms"`, `"5s"`, `"2m"`; a bare number is milliseconds.
@@ -175,6 +186,8 @@ impl ConfigOverrides {
             message_max_bytes: self.message_max_bytes.or(below.message_max_bytes),
             cache_bytes: self.cache_bytes.or(below.cache_bytes),
             segment_bytes: self.segment_bytes.or(below.segment_bytes),
+            inflight_bytes: self.inflight_bytes.or(below.inflight_bytes),
+            idle_timeout: self.idle_timeout.or(below.idle_timeout),
         }
     }
 }
@@ -243,6 +256,12 @@ impl BrokerConfig {
         if let Some(n) = o.segment_bytes {
             self.log.segment_bytes = n;
         }
+        if let Some(n) = o.inflight_bytes {
+            self.inflight_bytes_max = n;
+        }
+        if let Some(t) = o.idle_timeout {
+            self.idle_timeout = parse_duration(&t).map_err(|e| invalid("--idle-timeout", e))?;
+        }
         self.validate()?;
         Ok(self)
     }
@@ -289,6 +308,12 @@ impl BrokerConfig {
         }
         if self.advertise.is_empty() {
             return Err(invalid("--advertise", "must not be empty"));
+        }
+        if self.inflight_bytes_max < 64 << 10 {
+            return Err(invalid("--inflight-bytes", "must be at least 64 KiB"));
+        }
+        if self.idle_timeout < Duration::from_millis(100) {
+            return Err(invalid("--idle-timeout", "must be at least 100ms"));
         }
         if self.max_request_bytes < 1024 {
             return Err(invalid("--max-request-bytes", "must be at least 1024"));

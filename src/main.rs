@@ -68,6 +68,12 @@ struct ServeArgs {
     /// Segment size. [default: 1073741824]
     #[arg(long, value_name = "BYTES")]
     segment_bytes: Option<u64>,
+    /// Request bytes a shard holds unanswered before it stops reading sockets. [default: 268435456]
+    #[arg(long, value_name = "BYTES")]
+    inflight_bytes: Option<usize>,
+    /// Close connections silent for this long, e.g. 10m. [default: 10m]
+    #[arg(long, value_name = "DURATION")]
+    idle_timeout: Option<String>,
 }
 
 impl ServeArgs {
@@ -89,6 +95,8 @@ impl ServeArgs {
                 message_max_bytes: self.message_max_bytes,
                 cache_bytes: self.cache_bytes,
                 segment_bytes: self.segment_bytes,
+                inflight_bytes: self.inflight_bytes,
+                idle_timeout: self.idle_timeout,
             },
         )
     }

@@ -10,7 +10,7 @@ use std::io::Write;
 use bytes::Bytes;
 use common::{
     broker::Broker,
-    kafka_client::{call, closed, connect},
+    kafka_client::{call, closed, connect, frame},
     scratch_dir,
 };
 use kafka_protocol::{
@@ -210,5 +210,68 @@ fn bad_requests_get_kafka_errors_and_lose_nothing() {
         produce(port, "t", owned, good).1,
         3,
         "the next good batch follows densely"
+    );
+}
+
+#[test]
+fn idle_connections_are_closed_and_busy_ones_kept() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &["--idle-timeout", "300ms"]);
+    let mut idle = connect(broker.port);
+    let mut busy = connect(broker.port);
+    for _ in 0..8 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(
+            call(&mut busy, &ApiVersionsRequest::default(), 3).error_code,
+            0
+        );
+    }
+    assert!(closed(&mut idle), "silent for 800 ms with a 300 ms timeout");
+}
+
+#[test]
+fn unanswered_request_bytes_are_bounded_by_back_pressure() {
+    // A 5 s group commit keeps each acks=all produce unanswered until the flush; with a
+    // 64 KiB budget the shard must stop reading after one ~1 MB request instead of
+    // buffering (and, at 16 MiB dirty, flushing early and acknowledging) what the
+    // client keeps sending.
+    let dir = scratch_dir();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        1,
+        &["--inflight-bytes", "65536", "--flush-interval", "5s"],
+    );
+    let port = broker.port;
+    assert_eq!(create(port, "bp", 1), 0);
+    let mut p = PartitionProduceData::default();
+    p.index = 0;
+    p.records = Some(Bytes::from(build_batch(1000, &[1u8; 1000], 0)));
+    let mut t = TopicProduceData::default();
+    t.name = name("bp");
+    t.partition_data = vec![p];
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 5000;
+    req.topic_data = vec![t];
+    let one = frame(&req, 9);
+    let mut s = connect(port);
+    s.set_write_timeout(Some(std::time::Duration::from_secs(2)))
+        .expect("timeout");
+    let mut written = 0usize;
+    while written < 256 << 20 {
+        if s.write_all(&one).is_err() {
+            break;
+        }
+        written += one.len();
+    }
+    assert!(
+        written < 32 << 20,
+        "the shard stops reading after its 64 KiB budget (plus socket buffers); it took {written} bytes"
+    );
+    let mut other = connect(port);
+    assert_eq!(
+        call(&mut other, &ApiVersionsRequest::default(), 3).error_code,
+        0,
+        "others are still served"
     );
 }

@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use bytes::{BufMut, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::{channels::local_channel, net::TcpStream, Task};
+use glommio::{channels::local_channel, net::TcpStream, sync::StaticPermit, Task};
 
 use crate::{api, shard::context::ShardContext};
 
@@ -25,6 +25,9 @@ pub enum ConnectionError {
     /// The client sent a frame the broker refuses.
     #[error(transparent)]
     Frame(#[from] FrameError),
+    /// The client sent nothing for the idle timeout.
+    #[error("idle for {0:?}")]
+    Idle(std::time::Duration),
     /// The client sent a request the broker cannot parse.
     #[error("undecodable request: {0}")]
     Request(String),
@@ -34,21 +37,34 @@ pub enum ConnectionError {
 pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), ConnectionError> {
     stream.set_nodelay(true).map_err(std::io::Error::from)?;
     let (mut reader, mut writer) = futures_lite::io::split(stream);
-    let (tx, rx) = local_channel::new_bounded::<Task<Option<BytesMut>>>(IN_FLIGHT_REQUESTS_MAX);
+    let (tx, rx) = local_channel::new_bounded::<(Task<Option<BytesMut>>, StaticPermit)>(
+        IN_FLIGHT_REQUESTS_MAX,
+    );
     let write_loop = glommio::spawn_local(async move {
-        while let Some(task) = rx.recv().await {
+        while let Some((task, permit)) = rx.recv().await {
             if let Some(response) = task.await {
                 writer.write_all(&response).await?;
             }
+            // The request's bytes count against the shard until its answer is sent.
+            drop(permit);
         }
         writer.flush().await?;
         Ok::<(), std::io::Error>(())
     });
     let mut buf = BytesMut::with_capacity(64 << 10);
     let max = ctx.config.max_request_bytes;
+    let budget_kib = ctx.config.inflight_bytes_max.div_ceil(1024) as u64;
     let read_result: Result<(), ConnectionError> = async {
         loop {
             while let Some(frame) = take_frame(&mut buf, max)? {
+                // Back-pressure: wait (and stop reading this socket) while the shard
+                // holds its budget of unanswered request bytes.
+                let kib = (frame.len().div_ceil(1024) as u64).clamp(1, budget_kib);
+                let permit = ctx
+                    .inflight
+                    .acquire_static_permit(kib)
+                    .await
+                    .map_err(|e| ConnectionError::Io(std::io::Error::other(e.to_string())))?;
                 let request = api::decode(frame.freeze()).map_err(ConnectionError::Request)?;
                 let ctx = Rc::clone(&ctx);
                 let task = glommio::spawn_local(async move {
@@ -58,7 +74,7 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
                     out.extend_from_slice(&response);
                     Some(out)
                 });
-                if tx.send(task).await.is_err() {
+                if tx.send((task, permit)).await.is_err() {
                     return Ok(());
                 }
             }
@@ -68,7 +84,16 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
             let spare = buf.capacity() - buf.len();
             let start = buf.len();
             buf.resize(start + spare, 0);
-            let n = reader.read(&mut buf[start..]).await?;
+            let idle = ctx.config.idle_timeout;
+            let n = futures_lite::future::or(
+                async { Some(reader.read(&mut buf[start..]).await) },
+                async {
+                    glommio::timer::sleep(idle).await;
+                    None
+                },
+            )
+            .await
+            .ok_or(ConnectionError::Idle(idle))??;
             buf.truncate(start + n);
             if n == 0 {
                 return Ok(());

@@ -59,6 +59,8 @@ pub struct ShardContext {
     pub producer_ids: Arc<ProducerIds>,
     /// This shard's storage.
     pub storage: ShardStorage,
+    /// Request bytes read but not yet answered, in KiB: the shard's back-pressure.
+    pub inflight: Rc<Semaphore>,
     logs: RefCell<HashMap<PartitionKey, ([u8; 16], PartitionLog)>>,
     seen_version: Cell<u64>,
     sync_lock: Semaphore,
@@ -85,12 +87,14 @@ impl ShardContext {
             Clock::System,
         )
         .await?;
+        let inflight_kib = config.inflight_bytes_max.div_ceil(1024) as u64;
         let ctx = Rc::new(ShardContext {
             id,
             config,
             registry,
             producer_ids,
             storage,
+            inflight: Rc::new(Semaphore::new(inflight_kib)),
             logs: RefCell::new(HashMap::new()),
             seen_version: Cell::new(0),
             sync_lock: Semaphore::new(1),

@@ -21,8 +21,8 @@ pub fn connect(port: u16) -> TcpStream {
     s
 }
 
-/// Sends `request` at `version` and returns its response.
-pub fn call<R: Request>(stream: &mut TcpStream, request: &R, version: i16) -> R::Response {
+/// One request as it goes on the wire (length prefix included), correlation id 42.
+pub fn frame<R: Request>(request: &R, version: i16) -> Vec<u8> {
     let mut header = RequestHeader::default();
     header.request_api_key = R::KEY;
     header.request_api_version = version;
@@ -35,7 +35,12 @@ pub fn call<R: Request>(stream: &mut TcpStream, request: &R, version: i16) -> R:
     request.encode(&mut body, version).expect("encode request");
     let mut frame = (body.len() as i32).to_be_bytes().to_vec();
     frame.extend_from_slice(&body);
-    stream.write_all(&frame).expect("send");
+    frame
+}
+
+/// Sends `request` at `version` and returns its response.
+pub fn call<R: Request>(stream: &mut TcpStream, request: &R, version: i16) -> R::Response {
+    stream.write_all(&frame(request, version)).expect("send");
     let mut len = [0u8; 4];
     stream.read_exact(&mut len).expect("response length");
     let mut response = vec![0u8; i32::from_be_bytes(len) as usize];
