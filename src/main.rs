@@ -113,6 +113,9 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(&config.log_level))
         .init();
-    tracing::info!(?config, "starting weir");
-    weir::shard::run(config).context("broker stopped")
+    tracing::debug!(?config, "configuration");
+    let stop = weir::shard::signals::stop_on_signals().context("installing signal handling")?;
+    weir::shard::run(config, stop).context("broker stopped")?;
+    tracing::info!("stopped cleanly");
+    Ok(())
 }

@@ -113,6 +113,24 @@ impl ShardContext {
         Ok(ctx)
     }
 
+    /// Closes every partition (making everything appended durable and sealing the
+    /// active segments) and stops the flush loop. Appends still arriving afterwards fail.
+    pub async fn shut_down(&self) {
+        let logs: Vec<(PartitionKey, PartitionLog)> = self
+            .logs
+            .borrow_mut()
+            .drain()
+            .map(|(k, (_, log))| (k, log))
+            .collect();
+        for ((topic, p), log) in logs {
+            if let Err(e) = log.close().await {
+                tracing::error!(topic = %topic, partition = p, error = %e, "closing partition failed");
+            }
+        }
+        self.storage.shutdown().await;
+        tracing::info!(shard = self.id.0, "shard stopped");
+    }
+
     async fn open_owned_partitions(&self) {
         for topic in self.registry.list() {
             for p in 0..topic.partitions {

@@ -3,8 +3,12 @@
 //! data path; the topic registry is the only state they all read.
 
 pub mod context;
+pub mod signals;
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{
+    net::SocketAddr,
+    sync::{atomic::AtomicBool, Arc},
+};
 
 use glommio::{LocalExecutorBuilder, Placement};
 
@@ -15,6 +19,7 @@ use crate::{
 };
 
 use context::ShardContext;
+use std::rc::Rc;
 
 /// Why the broker could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -60,9 +65,11 @@ pub fn shard_addr(config: &BrokerConfig, shard: ShardId) -> SocketAddr {
     addr
 }
 
-/// Runs the broker until a shard stops: starts one pinned executor per shard, each of
-/// which opens its storage and serves its listener.
-pub fn run(config: BrokerConfig) -> Result<(), BrokerError> {
+/// Runs the broker until `stop` is set (or a shard fails): starts one pinned executor
+/// per shard, each of which opens its storage and serves its listener. On `stop` every
+/// shard stops accepting, closes its partitions (flushing and fsyncing what was
+/// appended) and returns.
+pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerError> {
     std::fs::create_dir_all(&config.data_dir).map_err(|source| BrokerError::DataDir {
         path: config.data_dir.clone(),
         source,
@@ -70,10 +77,20 @@ pub fn run(config: BrokerConfig) -> Result<(), BrokerError> {
     let registry = TopicRegistry::load(&config.data_dir)?;
     let producer_ids = Arc::new(ProducerIds::load(&config.data_dir)?);
     let config = Arc::new(config);
+    tracing::info!(
+        shards = config.shards,
+        cores = ?(0..config.shards).map(|s| config.core_of(s)).collect::<Vec<_>>(),
+        ports = ?(0..config.shards).map(|s| shard_addr(&config, ShardId(s)).port()).collect::<Vec<_>>(),
+        data_dir = %config.data_dir.display(),
+        flush_mode = ?config.flush_mode,
+        flush_interval = ?config.flush_interval,
+        "starting weir"
+    );
     let mut handles = Vec::new();
     for shard in 0..config.shards {
         let (config, registry) = (Arc::clone(&config), Arc::clone(&registry));
         let producer_ids = Arc::clone(&producer_ids);
+        let stop = Arc::clone(&stop);
         let core = config.core_of(shard);
         let handle = LocalExecutorBuilder::new(Placement::Fixed(core))
             .name(&format!("weir-shard-{shard}"))
@@ -81,7 +98,11 @@ pub fn run(config: BrokerConfig) -> Result<(), BrokerError> {
                 let ctx = ShardContext::start(ShardId(shard), config, registry, producer_ids)
                     .await
                     .map_err(|e| e.to_string())?;
-                listener::serve(ctx).await.map_err(|e| e.to_string())
+                listener::serve(Rc::clone(&ctx), stop)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                ctx.shut_down().await;
+                Ok::<(), String>(())
             })
             .map_err(|e| BrokerError::Executor {
                 shard,
