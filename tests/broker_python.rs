@@ -18,20 +18,25 @@ fn python() -> PathBuf {
     p
 }
 
-fn run_script(script: &str, broker: &Broker, topic: &str, count: usize) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/interop")
-        .join(script);
+        .join(name)
+}
+
+/// Runs a script from `tests/interop` with `args` and fails with its output and the
+/// broker's log if it fails.
+fn run_script(name: &str, broker: &Broker, args: &[String]) {
     let out = Command::new("timeout")
-        .arg("120")
+        .arg("180")
         .arg(python())
-        .arg(&path)
-        .args([broker.bootstrap(), topic.to_string(), count.to_string()])
+        .arg(script(name))
+        .args(args)
         .output()
         .expect("run python");
     assert!(
         out.status.success(),
-        "{script} failed:\n{}\n{}\nbroker log:\n{}",
+        "{name} failed:\n{}\n{}\nbroker log:\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
         broker.log()
@@ -43,7 +48,8 @@ fn run_script(script: &str, broker: &Broker, topic: &str, count: usize) {
 fn kafka_python_produces_idempotently_and_consumes() {
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);
-    run_script("kafka_python_roundtrip.py", &broker, "kafka-python", 2000);
+    let args = [broker.bootstrap(), "kafka-python".into(), "2000".into()];
+    run_script("kafka_python_roundtrip.py", &broker, &args);
     assert!(
         broker.data_dir.join("producer_ids").exists(),
         "the producer asked for a producer id"
@@ -54,9 +60,62 @@ fn kafka_python_produces_idempotently_and_consumes() {
 fn confluent_kafka_produces_idempotently_and_consumes() {
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);
-    run_script("confluent_kafka_roundtrip.py", &broker, "confluent", 2000);
+    let args = [broker.bootstrap(), "confluent".into(), "2000".into()];
+    run_script("confluent_kafka_roundtrip.py", &broker, &args);
     assert!(
         broker.data_dir.join("producer_ids").exists(),
         "the producer asked for a producer id"
     );
+}
+
+#[test]
+fn confluent_kafka_edge_cases_round_trip() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    run_script(
+        "confluent_kafka_edge_cases.py",
+        &broker,
+        &[broker.bootstrap(), "edges".into()],
+    );
+}
+
+#[test]
+fn acknowledged_messages_survive_kill_9_while_confluent_kafka_produces() {
+    let dir = scratch_dir();
+    let mut broker = Broker::start(&dir.path().join("data"), 2, &["--default-partitions", "4"]);
+    let acked = dir.path().join("acked.txt");
+    let mut producer = Command::new("timeout")
+        .arg("180")
+        .arg(python())
+        .arg(script("confluent_kafka_crash.py"))
+        .args(["produce", &broker.bootstrap(), "crash", "60000"])
+        .arg(&acked)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("producer");
+    for _ in 0..3 {
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        broker.crash_and_restart();
+    }
+    let status = producer.wait().expect("producer");
+    assert!(
+        status.success(),
+        "producer failed; broker log:\n{}",
+        broker.log()
+    );
+    let acked_count = std::fs::read_to_string(&acked)
+        .expect("acked")
+        .lines()
+        .count();
+    assert!(
+        acked_count > 1000,
+        "the producer got acknowledgements ({acked_count})"
+    );
+    let args = [
+        "check".into(),
+        broker.bootstrap(),
+        "crash".into(),
+        acked.display().to_string(),
+    ];
+    run_script("confluent_kafka_crash.py", &broker, &args);
 }

@@ -136,6 +136,40 @@ impl Broker {
         self.spawn();
     }
 
+    /// Stops the broker with SIGTERM and returns once it exited; panics unless it
+    /// exited with status 0 within 20 s.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                assert!(
+                    status.success(),
+                    "clean stop exits 0, got {status}; log:\n{}",
+                    self.log()
+                );
+                return;
+            }
+            assert!(Instant::now() < deadline, "broker did not stop within 20 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the broker again after [`stop`](Self::stop).
+    pub fn restart(&mut self) {
+        self.spawn();
+    }
+
+    /// The process id, to signal it.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// True while the process is running.
     pub fn is_running(&mut self) -> bool {
         self.child
