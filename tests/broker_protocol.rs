@@ -18,12 +18,13 @@ use kafka_protocol::{
         create_topics_request::CreatableTopic,
         fetch_request::{FetchPartition, FetchTopic},
         produce_request::{PartitionProduceData, TopicProduceData},
-        ApiVersionsRequest, CreateTopicsRequest, FetchRequest, ProduceRequest, TopicName,
+        ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
+        ProduceRequest, TopicName,
     },
     protocol::StrBytes,
     ResponseError,
 };
-use weir::storage::record_batch::build_batch;
+use weir::storage::record_batch::{build_batch, build_idempotent_batch};
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
@@ -273,5 +274,76 @@ fn unanswered_request_bytes_are_bounded_by_back_pressure() {
         call(&mut other, &ApiVersionsRequest::default(), 3).error_code,
         0,
         "others are still served"
+    );
+}
+
+#[test]
+fn a_retried_idempotent_batch_is_stored_once() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    let port = broker.port;
+    assert_eq!(create(port, "idem", 1), 0);
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = None;
+    init.transaction_timeout_ms = 60_000;
+    init.producer_id = kafka_protocol::messages::ProducerId(-1);
+    init.producer_epoch = -1;
+    let id = call(&mut connect(port), &init, 4);
+    assert_eq!(id.error_code, 0);
+    let pid = id.producer_id.0;
+    let batch = |seq| build_idempotent_batch(4, b"once", 0, pid, id.producer_epoch, seq);
+    assert_eq!(produce(port, "idem", 0, batch(0)), (0, 0));
+    assert_eq!(
+        produce(port, "idem", 0, batch(0)),
+        (0, 0),
+        "the retry gets the original offset"
+    );
+    assert_eq!(
+        produce(port, "idem", 0, batch(9)).0,
+        code(ResponseError::OutOfOrderSequenceNumber)
+    );
+    assert_eq!(produce(port, "idem", 0, batch(4)), (0, 4));
+    assert_eq!(
+        fetch(port, "idem", 0, 0).1,
+        8,
+        "two batches stored, not three"
+    );
+
+    let mut transactional = init.clone();
+    transactional.transactional_id = Some(kafka_protocol::messages::TransactionalId(
+        StrBytes::from_static_str("tx"),
+    ));
+    assert_eq!(
+        call(&mut connect(port), &transactional, 4).error_code,
+        code(ResponseError::TransactionalIdAuthorizationFailed),
+        "transactions are refused"
+    );
+}
+
+#[test]
+fn record_lists_larger_than_a_segment_and_invalid_names_in_metadata_are_refused() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &["--segment-bytes", "65536"]);
+    let port = broker.port;
+    assert_eq!(create(port, "small", 1), 0);
+    let many: Vec<u8> = (0..40)
+        .flat_map(|_| build_batch(2, &[3u8; 1000], 0))
+        .collect();
+    assert!(many.len() > 65536);
+    assert_eq!(
+        produce(port, "small", 0, many).0,
+        code(ResponseError::RecordListTooLarge)
+    );
+    assert_eq!(fetch(port, "small", 0, 0).1, 0, "nothing stored");
+
+    let mut t = kafka_protocol::messages::metadata_request::MetadataRequestTopic::default();
+    t.name = Some(name("no such/topic"));
+    let mut req = kafka_protocol::messages::MetadataRequest::default();
+    req.topics = Some(vec![t]);
+    req.allow_auto_topic_creation = true;
+    let r = call(&mut connect(port), &req, 12);
+    assert_eq!(
+        r.topics[0].error_code,
+        code(ResponseError::InvalidTopicException)
     );
 }
