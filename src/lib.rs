@@ -11,5 +11,6 @@ pub mod api;
 pub mod config;
 pub mod metadata;
 pub mod net;
+pub mod reserve_alloc;
 pub mod shard;
 pub mod storage;

@@ -6,6 +6,10 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use weir::config::{BrokerConfig, ConfigOverrides};
 
+/// Survives requests that claim absurd array lengths; see `weir::reserve_alloc`.
+#[global_allocator]
+static ALLOCATOR: weir::reserve_alloc::ReservingAllocator = weir::reserve_alloc::ReservingAllocator;
+
 /// weir: a Kafka-wire-compatible, thread-per-core message broker.
 #[derive(Parser)]
 #[command(version, about)]

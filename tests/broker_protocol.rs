@@ -100,6 +100,27 @@ fn malformed_frames_close_only_their_connection() {
             &[0, 3, 0, 9, 0, 0, 0, 1, 0x7f, 0xff, 0, 0],
         ]
         .concat(),
+        // Produce v2: below the versions this broker serves.
+        [
+            &10i32.to_be_bytes()[..],
+            &[0, 0, 0, 2, 0, 0, 0, 1, 0xff, 0xff],
+        ]
+        .concat(),
+        // Metadata v1 claiming 2^31-1 topics in 14 bytes: the decoder reserves room for
+        // that many before reading one (see reserve_alloc); the broker must survive.
+        [
+            &14i32.to_be_bytes()[..],
+            &[0, 3, 0, 1, 0, 0, 0, 1, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff],
+        ]
+        .concat(),
+        // The same through a flexible version's varint count (Metadata v12, ~2^32).
+        [
+            &16i32.to_be_bytes()[..],
+            &[
+                0, 3, 0, 12, 0, 0, 0, 1, 0xff, 0xff, 0, 0xff, 0xff, 0xff, 0xff, 0x0f,
+            ],
+        ]
+        .concat(),
     ];
     let mut survivor = connect(broker.port);
     for frame in frames {

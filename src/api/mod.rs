@@ -99,15 +99,27 @@ pub fn decode_body<T: Decodable>(request: &Request) -> Option<T> {
     }
 }
 
-/// Handles one request; `None` means no response is sent (a produce with acks=0) or
-/// the request body could not be decoded, in which case the connection is closed.
-pub async fn handle(ctx: &ShardContext, request: Request) -> Option<Bytes> {
-    match request.key {
+/// What a connection does after a request.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Send this response (header and body, without the length prefix).
+    Respond(Bytes),
+    /// Send nothing: a produce with acks=0.
+    Silent,
+    /// The request body could not be decoded: close the connection, as Kafka does.
+    Close,
+}
+
+/// Handles one request.
+pub async fn handle(ctx: &ShardContext, request: Request) -> Outcome {
+    if request.key == ApiKey::Produce {
+        return produce::handle(ctx, &request).await;
+    }
+    let response = match request.key {
         ApiKey::ApiVersions => api_versions::handle(&request),
         ApiKey::Metadata => metadata::handle(ctx, &request).await,
         ApiKey::CreateTopics => create_topics::handle(ctx, &request).await,
         ApiKey::DeleteTopics => delete_topics::handle(ctx, &request).await,
-        ApiKey::Produce => produce::handle(ctx, &request).await,
         ApiKey::Fetch => fetch::handle(ctx, &request).await,
         ApiKey::ListOffsets => list_offsets::handle(ctx, &request).await,
         ApiKey::InitProducerId => init_producer_id::handle(ctx, &request).await,
@@ -117,7 +129,8 @@ pub async fn handle(ctx: &ShardContext, request: Request) -> Option<Bytes> {
             tracing::warn!(api = ?other, "request for an API that decode() admitted but no handler serves");
             None
         }
-    }
+    };
+    response.map_or(Outcome::Close, Outcome::Respond)
 }
 
 /// A Kafka topic name from a plain string.

@@ -21,7 +21,7 @@ use crate::{
     },
 };
 
-use super::{decode_body, encode, Request};
+use super::{decode_body, encode, Outcome, Request};
 
 fn batch_error(e: &BatchError) -> ResponseError {
     match e {
@@ -93,8 +93,10 @@ async fn append_one(
 
 /// Appends every partition's batches; answers after they are durable (acks 1 or -1) or
 /// not at all (acks 0).
-pub async fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
-    let req: ProduceRequest = decode_body(request)?;
+pub async fn handle(ctx: &ShardContext, request: &Request) -> Outcome {
+    let Some(req) = decode_body::<ProduceRequest>(request) else {
+        return Outcome::Close;
+    };
     let acks_valid = (-1..=1).contains(&req.acks);
     let transactional = req.transactional_id.is_some();
     let mut pending = Vec::new();
@@ -115,7 +117,7 @@ pub async fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
         }
     }
     if req.acks == 0 {
-        return None;
+        return Outcome::Silent;
     }
     let version = request.version();
     // Fields a version does not have must keep their defaults, or encoding fails.
@@ -170,5 +172,5 @@ pub async fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
             }
         }
     }
-    encode(request, request.version(), &response)
+    encode(request, request.version(), &response).map_or(Outcome::Close, Outcome::Respond)
 }

@@ -9,7 +9,10 @@ use bytes::{BufMut, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::{channels::local_channel, net::TcpStream, sync::StaticPermit, Task};
 
-use crate::{api, shard::context::ShardContext};
+use crate::{
+    api::{self, Outcome},
+    shard::context::ShardContext,
+};
 
 use super::frame::{take_frame, FrameError};
 
@@ -42,8 +45,14 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
     );
     let write_loop = glommio::spawn_local(async move {
         while let Some((task, permit)) = rx.recv().await {
-            if let Some(response) = task.await {
-                writer.write_all(&response).await?;
+            match task.await {
+                Some(response) if !response.is_empty() => writer.write_all(&response).await?,
+                Some(_) => {}
+                None => {
+                    // An undecodable request: the stream cannot be trusted past it.
+                    writer.close().await?;
+                    return Ok(());
+                }
             }
             // The request's bytes count against the shard until its answer is sent.
             drop(permit);
@@ -68,11 +77,16 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
                 let request = api::decode(frame.freeze()).map_err(ConnectionError::Request)?;
                 let ctx = Rc::clone(&ctx);
                 let task = glommio::spawn_local(async move {
-                    let response = api::handle(&ctx, request).await?;
-                    let mut out = BytesMut::with_capacity(response.len() + 4);
-                    out.put_i32(response.len() as i32);
-                    out.extend_from_slice(&response);
-                    Some(out)
+                    match api::handle(&ctx, request).await {
+                        Outcome::Respond(response) => {
+                            let mut out = BytesMut::with_capacity(response.len() + 4);
+                            out.put_i32(response.len() as i32);
+                            out.extend_from_slice(&response);
+                            Some(out)
+                        }
+                        Outcome::Silent => Some(BytesMut::new()),
+                        Outcome::Close => None,
+                    }
                 });
                 if tx.send((task, permit)).await.is_err() {
                     return Ok(());
