@@ -82,6 +82,15 @@ fn kcat_produces_and_consumes_across_shards_with_every_ack_mode() {
     let broker = Broker::start(&dir.path().join("data"), 2, &["--default-partitions", "4"]);
     let metadata = kcat(&["-b", &broker.bootstrap(), "-L"], None);
     assert!(metadata.contains("2 brokers"), "{metadata}");
+    for shard in 0..2 {
+        assert!(
+            metadata.contains(&format!(
+                "broker {shard} at 127.0.0.1:{}",
+                broker.port + shard
+            )),
+            "every shard is a broker on its own port: {metadata}"
+        );
+    }
     let mut sent = BTreeMap::new();
     for acks in ["all", "1", "0"] {
         let lines: String = (0..200)
@@ -103,6 +112,14 @@ fn kcat_produces_and_consumes_across_shards_with_every_ack_mode() {
         for i in 0..200 {
             sent.insert(format!("{acks}-k{i}"), format!("{acks}-v{i}"));
         }
+    }
+    let metadata = kcat(&["-b", &broker.bootstrap(), "-L", "-t", "orders"], None);
+    for p in 0..4 {
+        let leader = weir::metadata::placement::partition_shard("orders", p, 2).0;
+        assert!(
+            metadata.contains(&format!("partition {p}, leader {leader},")),
+            "partition {p} is led by shard {leader}: {metadata}"
+        );
     }
     let got = consume_all(&broker, "orders");
     let partitions: std::collections::BTreeSet<u32> = got.iter().map(|r| r.0).collect();

@@ -368,3 +368,49 @@ fn record_lists_larger_than_a_segment_and_invalid_names_in_metadata_are_refused(
         code(ResponseError::InvalidTopicException)
     );
 }
+
+#[test]
+fn deleted_topics_lose_their_data_and_can_be_created_again() {
+    let dir = scratch_dir();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        2,
+        &["--auto-create-topics", "false"],
+    );
+    let port = broker.port;
+    assert_eq!(create(port, "gone", 1), 0);
+    let owner_port = (0..2u16)
+        .map(|s| port + s)
+        .find(|&p| produce(p, "gone", 0, build_batch(2, b"x", 0)).0 == 0)
+        .expect("one shard owns the partition");
+    let partition_dir = broker.data_dir.join("gone-0");
+    assert!(partition_dir.exists());
+    let mut req = kafka_protocol::messages::DeleteTopicsRequest::default();
+    req.topic_names = vec![name("gone")];
+    req.timeout_ms = 5000;
+    let r = call(&mut connect(port), &req, 5);
+    assert_eq!(r.responses[0].error_code, 0);
+    let r = call(&mut connect(port), &req, 5);
+    assert_eq!(
+        r.responses[0].error_code,
+        code(ResponseError::UnknownTopicOrPartition)
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while partition_dir.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the owning shard deletes the data"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        produce(owner_port, "gone", 0, build_batch(1, b"y", 0)).0,
+        code(ResponseError::UnknownTopicOrPartition)
+    );
+    assert_eq!(create(port, "gone", 1), 0);
+    assert_eq!(
+        fetch(owner_port, "gone", 0, 0).1,
+        0,
+        "a recreated topic starts empty"
+    );
+}
