@@ -10,12 +10,13 @@ use kafka_protocol::{
     protocol::StrBytes,
 };
 
-use crate::{
-    metadata::placement::ShardId,
-    shard::{context::ShardContext, shard_addr},
-};
+use crate::shard::context::ShardContext;
 
-use super::{decode_body, encode, metadata::CLUSTER_ID, Request};
+use super::{
+    decode_body, encode,
+    metadata::{brokers, CLUSTER_ID},
+    Request,
+};
 
 /// Lists every shard as a broker.
 pub fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
@@ -24,12 +25,12 @@ pub fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
     response.cluster_id = StrBytes::from_static_str(CLUSTER_ID);
     response.controller_id = BrokerId(0);
     response.cluster_authorized_operations = i32::MIN;
-    response.brokers = (0..ctx.config.shards)
-        .map(|s| {
+    response.brokers = brokers(ctx)
+        .map(|(broker_id, host, port)| {
             let mut b = DescribeClusterBroker::default();
-            b.broker_id = BrokerId(s as i32);
-            b.host = StrBytes::from_string(ctx.config.advertise.clone());
-            b.port = i32::from(shard_addr(&ctx.config, ShardId(s)).port());
+            b.broker_id = broker_id;
+            b.host = host;
+            b.port = port;
             b
         })
         .collect();

@@ -27,6 +27,17 @@ use super::{decode_body, encode, Request};
 /// The cluster id every response carries.
 pub const CLUSTER_ID: &str = "weir";
 
+/// Every shard as a broker: node id, advertised host, port.
+pub fn brokers(ctx: &ShardContext) -> impl Iterator<Item = (BrokerId, StrBytes, i32)> + '_ {
+    (0..ctx.config.shards).map(|s| {
+        (
+            BrokerId(s as i32),
+            StrBytes::from_string(ctx.config.advertise.clone()),
+            i32::from(shard_addr(&ctx.config, ShardId(s)).port()),
+        )
+    })
+}
+
 // Fields a version does not have must keep their defaults, or encoding fails: topic ids
 // from v10, leader epochs from v7, the cluster id from v2, the controller from v1.
 fn topic_entry(ctx: &ShardContext, t: &TopicInfo, version: i16) -> MetadataResponseTopic {
@@ -64,12 +75,12 @@ pub async fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
     let req: MetadataRequest = decode_body(request)?;
     let version = request.version();
     let mut response = MetadataResponse::default();
-    response.brokers = (0..ctx.config.shards)
-        .map(|s| {
+    response.brokers = brokers(ctx)
+        .map(|(node_id, host, port)| {
             let mut b = MetadataResponseBroker::default();
-            b.node_id = BrokerId(s as i32);
-            b.host = StrBytes::from_string(ctx.config.advertise.clone());
-            b.port = i32::from(shard_addr(&ctx.config, ShardId(s)).port());
+            b.node_id = node_id;
+            b.host = host;
+            b.port = port;
             b
         })
         .collect();

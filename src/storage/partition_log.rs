@@ -879,6 +879,23 @@ mod tests {
         Clock, FlushConfig,
     };
 
+    /// Shard storage in `dir` that flushes as soon as it can.
+    async fn start_storage(dir: &Path) -> ShardStorage {
+        ShardStorage::start(
+            ShardStorageConfig {
+                data_dir: dir.to_path_buf(),
+                flush: FlushConfig {
+                    interval: std::time::Duration::ZERO,
+                    ..FlushConfig::default()
+                },
+                cache_bytes_max: 1 << 20,
+            },
+            Clock::System,
+        )
+        .await
+        .expect("start")
+    }
+
     fn one_batch(seed: u8) -> ProducePayload {
         ProducePayload::validate(Bytes::from(build_batch(3, &[seed; 200], 0)), 1 << 20)
             .expect("valid")
@@ -887,19 +904,7 @@ mod tests {
     fn fails_then_fences(step: &'static str, errno: i32) {
         let dir = test_dir();
         run(async move {
-            let storage = ShardStorage::start(
-                ShardStorageConfig {
-                    data_dir: dir.path().to_path_buf(),
-                    flush: FlushConfig {
-                        interval: std::time::Duration::ZERO,
-                        ..FlushConfig::default()
-                    },
-                    cache_bytes_max: 1 << 20,
-                },
-                Clock::System,
-            )
-            .await
-            .expect("start");
+            let storage = start_storage(dir.path()).await;
             let path = dir.path().join("t-0");
             let (log, _) = storage
                 .open_log(&path, LogConfig::default())
@@ -968,19 +973,7 @@ mod tests {
     fn idempotent_retries_are_not_stored_twice_even_after_reopen() {
         let dir = test_dir();
         run(async move {
-            let storage = ShardStorage::start(
-                ShardStorageConfig {
-                    data_dir: dir.path().to_path_buf(),
-                    flush: FlushConfig {
-                        interval: std::time::Duration::ZERO,
-                        ..FlushConfig::default()
-                    },
-                    cache_bytes_max: 1 << 20,
-                },
-                Clock::System,
-            )
-            .await
-            .expect("start");
+            let storage = start_storage(dir.path()).await;
             let path = dir.path().join("t-0");
             let (log, _) = storage
                 .open_log(&path, LogConfig::default())
