@@ -126,9 +126,16 @@ fn malformed_frames_close_only_their_connection() {
     // A truncated frame: the length promises 100 bytes, 10 arrive, then the client
     // closes its side.
     let mut truncated = connect(broker.port);
-    truncated.write_all(&[0, 0, 0, 100, 0, 18, 0, 3, 0, 0, 0, 1, 0xff, 0xff]).expect("send");
-    truncated.shutdown(std::net::Shutdown::Write).expect("half-close");
-    assert!(closed(&mut truncated), "a truncated frame ends its connection");
+    truncated
+        .write_all(&[0, 0, 0, 100, 0, 18, 0, 3, 0, 0, 0, 1, 0xff, 0xff])
+        .expect("send");
+    truncated
+        .shutdown(std::net::Shutdown::Write)
+        .expect("half-close");
+    assert!(
+        closed(&mut truncated),
+        "a truncated frame ends its connection"
+    );
     for frame in frames {
         let mut s = connect(broker.port);
         s.write_all(&frame).expect("send");
