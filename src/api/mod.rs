@@ -110,11 +110,9 @@ pub enum Outcome {
     Close,
 }
 
-/// Handles one request.
+/// Handles one request other than Produce (see [`produce::append`] and
+/// [`produce::acknowledge`], which the connection runs in two phases).
 pub async fn handle(ctx: &ShardContext, request: Request) -> Outcome {
-    if request.key == ApiKey::Produce {
-        return produce::handle(ctx, &request).await;
-    }
     let response = match request.key {
         ApiKey::ApiVersions => api_versions::handle(&request),
         ApiKey::Metadata => metadata::handle(ctx, &request).await,
@@ -125,6 +123,7 @@ pub async fn handle(ctx: &ShardContext, request: Request) -> Outcome {
         ApiKey::InitProducerId => init_producer_id::handle(ctx, &request).await,
         ApiKey::DescribeCluster => describe_cluster::handle(ctx, &request),
         ApiKey::DescribeConfigs => describe_configs::handle(ctx, &request),
+        ApiKey::Produce => None,
         other => {
             tracing::warn!(api = ?other, "request for an API that decode() admitted but no handler serves");
             None

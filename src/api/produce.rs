@@ -91,12 +91,20 @@ async fn append_one(
     }
 }
 
-/// Appends every partition's batches; answers after they are durable (acks 1 or -1) or
-/// not at all (acks 0).
-pub async fn handle(ctx: &ShardContext, request: &Request) -> Outcome {
-    let Some(req) = decode_body::<ProduceRequest>(request) else {
-        return Outcome::Close;
-    };
+/// A produce request whose batches are appended (in memory, offsets assigned) and that
+/// waits to be acknowledged.
+pub struct Appended {
+    acks: i16,
+    pending: Vec<(String, i32, Pending)>,
+}
+
+/// Appends every partition's batches, in request order. The connection runs this phase
+/// before it reads the next request: two produce requests on one connection must reach
+/// each partition in the order they were sent (Kafka's per-connection ordering), and
+/// concurrent tasks racing for a partition's append lock would not guarantee that.
+/// `None` when the body cannot be decoded.
+pub async fn append(ctx: &ShardContext, request: &Request) -> Option<Appended> {
+    let req = decode_body::<ProduceRequest>(request)?;
     let acks_valid = (-1..=1).contains(&req.acks);
     let transactional = req.transactional_id.is_some();
     let mut pending = Vec::new();
@@ -116,7 +124,17 @@ pub async fn handle(ctx: &ShardContext, request: &Request) -> Outcome {
             pending.push((name.to_string(), partition.index, p));
         }
     }
-    if req.acks == 0 {
+    Some(Appended {
+        acks: req.acks,
+        pending,
+    })
+}
+
+/// Waits until every appended partition is durable (acks 1 or -1) and answers, or
+/// answers nothing (acks 0). Runs concurrently with later requests.
+pub async fn acknowledge(request: &Request, appended: Appended) -> Outcome {
+    let Appended { acks, pending } = appended;
+    if acks == 0 {
         return Outcome::Silent;
     }
     let version = request.version();

@@ -9,8 +9,10 @@ use bytes::{BufMut, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::{channels::local_channel, net::TcpStream, sync::StaticPermit, Task};
 
+use kafka_protocol::messages::ApiKey;
+
 use crate::{
-    api::{self, Outcome},
+    api::{self, produce, Outcome},
     shard::context::ShardContext,
 };
 
@@ -34,6 +36,21 @@ pub enum ConnectionError {
     /// The client sent a request the broker cannot parse.
     #[error("undecodable request: {0}")]
     Request(String),
+}
+
+/// The bytes to send for an outcome: the length-prefixed response, nothing (empty), or
+/// `None` to close the connection.
+fn framed(outcome: Outcome) -> Option<BytesMut> {
+    match outcome {
+        Outcome::Respond(response) => {
+            let mut out = BytesMut::with_capacity(response.len() + 4);
+            out.put_i32(response.len() as i32);
+            out.extend_from_slice(&response);
+            Some(out)
+        }
+        Outcome::Silent => Some(BytesMut::new()),
+        Outcome::Close => None,
+    }
 }
 
 /// Serves one connection until the client closes it or misbehaves.
@@ -76,18 +93,19 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
                     .map_err(|e| ConnectionError::Io(std::io::Error::other(e.to_string())))?;
                 let request = api::decode(frame.freeze()).map_err(ConnectionError::Request)?;
                 let ctx = Rc::clone(&ctx);
-                let task = glommio::spawn_local(async move {
-                    match api::handle(&ctx, request).await {
-                        Outcome::Respond(response) => {
-                            let mut out = BytesMut::with_capacity(response.len() + 4);
-                            out.put_i32(response.len() as i32);
-                            out.extend_from_slice(&response);
-                            Some(out)
+                let task = if request.key == ApiKey::Produce {
+                    // Appends happen here, in request order; only the wait for the
+                    // group commit overlaps with later requests.
+                    let appended = produce::append(&ctx, &request).await;
+                    glommio::spawn_local(async move {
+                        match appended {
+                            Some(a) => framed(produce::acknowledge(&request, a).await),
+                            None => None,
                         }
-                        Outcome::Silent => Some(BytesMut::new()),
-                        Outcome::Close => None,
-                    }
-                });
+                    })
+                } else {
+                    glommio::spawn_local(async move { framed(api::handle(&ctx, request).await) })
+                };
                 if tx.send((task, permit)).await.is_err() {
                     return Ok(());
                 }
