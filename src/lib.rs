@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod config;
+pub mod group;
 pub mod metadata;
 pub mod net;
 pub mod reserve_alloc;
