@@ -119,3 +119,25 @@ fn acknowledged_messages_survive_kill_9_while_confluent_kafka_produces() {
     ];
     run_script("confluent_kafka_crash.py", &broker, &args);
 }
+
+#[test]
+fn confluent_kafka_groups_split_partitions_take_over_and_resume() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    run_script(
+        "groups_confluent.py",
+        &broker,
+        &[broker.bootstrap(), "grouped".into(), "400".into()],
+    );
+}
+
+#[test]
+fn kafka_python_group_resumes_from_committed_offsets() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    run_script(
+        "groups_kafka_python.py",
+        &broker,
+        &[broker.bootstrap(), "py-grouped".into(), "300".into()],
+    );
+}

@@ -8,6 +8,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
+pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
@@ -122,6 +123,13 @@ pub async fn handle(ctx: &ShardContext, request: Request) -> Outcome {
         ApiKey::ListOffsets => list_offsets::handle(ctx, &request).await,
         ApiKey::InitProducerId => init_producer_id::handle(ctx, &request).await,
         ApiKey::DescribeCluster => describe_cluster::handle(ctx, &request),
+        ApiKey::FindCoordinator => groups::find_coordinator(ctx, &request),
+        ApiKey::JoinGroup => groups::join_group(ctx, &request).await,
+        ApiKey::SyncGroup => groups::sync_group(ctx, &request).await,
+        ApiKey::Heartbeat => groups::heartbeat(ctx, &request),
+        ApiKey::LeaveGroup => groups::leave_group(ctx, &request),
+        ApiKey::OffsetCommit => groups::offset_commit(ctx, &request).await,
+        ApiKey::OffsetFetch => groups::offset_fetch(ctx, &request).await,
         ApiKey::DescribeConfigs => describe_configs::handle(ctx, &request),
         ApiKey::Produce => None,
         other => {

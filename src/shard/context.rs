@@ -14,6 +14,7 @@ use kafka_protocol::ResponseError;
 
 use crate::{
     config::BrokerConfig,
+    group::{coordinator::Coordinator, offset_store::OffsetStore},
     metadata::{
         placement::{partition_shard, ShardId},
         producer_ids::ProducerIds,
@@ -57,6 +58,8 @@ pub struct ShardContext {
     pub registry: Arc<TopicRegistry>,
     /// The broker's producer id allocator.
     pub producer_ids: Arc<ProducerIds>,
+    /// This shard's consumer-group coordinator.
+    pub coordinator: Rc<Coordinator>,
     /// This shard's storage.
     pub storage: ShardStorage,
     /// Request bytes read but not yet answered, in KiB: the shard's back-pressure.
@@ -73,6 +76,7 @@ impl ShardContext {
         config: Arc<BrokerConfig>,
         registry: Arc<TopicRegistry>,
         producer_ids: Arc<ProducerIds>,
+        offsets: Arc<OffsetStore>,
     ) -> Result<Rc<ShardContext>, StorageError> {
         let storage = ShardStorage::start(
             ShardStorageConfig {
@@ -93,6 +97,11 @@ impl ShardContext {
             config,
             registry,
             producer_ids,
+            coordinator: {
+                let c = Coordinator::new(offsets);
+                glommio::spawn_local(Coordinator::run_timers(Rc::downgrade(&c))).detach();
+                c
+            },
             storage,
             inflight: Rc::new(Semaphore::new(inflight_kib)),
             logs: RefCell::new(HashMap::new()),

@@ -14,6 +14,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::{
     config::BrokerConfig,
+    group::offset_store::OffsetStore,
     metadata::{placement::ShardId, producer_ids::ProducerIds, registry::TopicRegistry},
     net::listener,
 };
@@ -30,6 +31,9 @@ pub enum BrokerError {
     /// The producer id file could not be loaded.
     #[error(transparent)]
     ProducerIds(#[from] crate::metadata::producer_ids::ProducerIdError),
+    /// The committed-offset store could not be opened.
+    #[error(transparent)]
+    Offsets(#[from] crate::group::offset_store::OffsetStoreError),
     /// A shard's executor could not be created or pinned.
     #[error("shard {shard}: cannot start its executor: {reason}")]
     Executor {
@@ -76,6 +80,10 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
     })?;
     let registry = TopicRegistry::load(&config.data_dir)?;
     let producer_ids = Arc::new(ProducerIds::load(&config.data_dir)?);
+    let offsets = Arc::new(OffsetStore::open(
+        &config.data_dir.join("group-offsets"),
+        1 << 30,
+    )?);
     let config = Arc::new(config);
     tracing::info!(
         shards = config.shards,
@@ -91,13 +99,15 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
         let (config, registry) = (Arc::clone(&config), Arc::clone(&registry));
         let producer_ids = Arc::clone(&producer_ids);
         let stop = Arc::clone(&stop);
+        let offsets = Arc::clone(&offsets);
         let core = config.core_of(shard);
         let handle = LocalExecutorBuilder::new(Placement::Fixed(core))
             .name(&format!("weir-shard-{shard}"))
             .spawn(move || async move {
-                let ctx = ShardContext::start(ShardId(shard), config, registry, producer_ids)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let ctx =
+                    ShardContext::start(ShardId(shard), config, registry, producer_ids, offsets)
+                        .await
+                        .map_err(|e| e.to_string())?;
                 listener::serve(Rc::clone(&ctx), stop)
                     .await
                     .map_err(|e| e.to_string())?;

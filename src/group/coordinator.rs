@@ -1,0 +1,855 @@
+//! The consumer-group coordinator of one shard: the classic Kafka group protocol
+//! (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) over the groups placement gives this
+//! shard, and offset commits through the [`OffsetStore`].
+//!
+//! States, as in Kafka: `Empty` (no members) → `PreparingRebalance` (members rejoin;
+//! JoinGroup requests wait) → `CompletingRebalance` (joined; the leader's SyncGroup
+//! carries the assignment) → `Stable`. A rebalance completes when every member has
+//! rejoined or the rebalance timeout passes (members that did not rejoin are removed).
+//! Members that stop heartbeating for their session timeout are removed. New members
+//! first get MEMBER_ID_REQUIRED with an id to rejoin with (JoinGroup v4+).
+//!
+//! Offset commits from members are fenced by generation; commits with generation -1
+//! (simple consumers, reset tools) are accepted only while the group has no members.
+//! A commit is answered after it is durable: LMDB writes run on the blocking pool and
+//! share one fsync per batch ([`OffsetSyncer`]).
+
+use std::{
+    cell::RefCell,
+    collections::{BTreeMap, HashMap, HashSet},
+    rc::Rc,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use bytes::Bytes;
+use glommio::channels::local_channel::{self, LocalSender};
+use kafka_protocol::ResponseError;
+
+use super::offset_store::{CommitOutcome, CommittedOffset, Fence, OffsetStore};
+
+/// Shortest session timeout a member may ask for.
+pub const SESSION_TIMEOUT_MIN: Duration = Duration::from_millis(1000);
+/// Longest session timeout a member may ask for.
+pub const SESSION_TIMEOUT_MAX: Duration = Duration::from_secs(1800);
+/// Most members one group may have.
+pub const MEMBERS_MAX: usize = 1000;
+
+/// A group's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    /// No members.
+    Empty,
+    /// Waiting for members to (re)join.
+    PreparingRebalance,
+    /// Joined; waiting for the leader's assignment.
+    CompletingRebalance,
+    /// Assigned and running.
+    Stable,
+}
+
+impl GroupState {
+    /// Kafka's name for the state (DescribeGroups, ListGroups).
+    pub fn kafka_name(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+        }
+    }
+}
+
+/// What a JoinGroup gets back.
+#[derive(Debug, Clone, Default)]
+pub struct JoinResult {
+    /// Kafka error code.
+    pub error: i16,
+    /// The new generation.
+    pub generation: i32,
+    /// The group's protocol type.
+    pub protocol_type: Option<String>,
+    /// The chosen protocol (assignor).
+    pub protocol_name: Option<String>,
+    /// The leader's member id.
+    pub leader: String,
+    /// This member's id.
+    pub member_id: String,
+    /// For the leader: every member with its metadata for the chosen protocol.
+    pub members: Vec<(String, Option<String>, Bytes)>,
+}
+
+/// What a SyncGroup gets back.
+#[derive(Debug, Clone, Default)]
+pub struct SyncResult {
+    /// Kafka error code.
+    pub error: i16,
+    /// This member's assignment.
+    pub assignment: Bytes,
+    /// The group's protocol type.
+    pub protocol_type: Option<String>,
+    /// The chosen protocol.
+    pub protocol_name: Option<String>,
+}
+
+/// A JoinGroup request's fields.
+#[derive(Debug, Clone)]
+pub struct JoinRequest {
+    /// The group.
+    pub group: String,
+    /// The member id, empty for a new member.
+    pub member_id: String,
+    /// Static membership id.
+    pub group_instance_id: Option<String>,
+    /// The client id, used to name new members.
+    pub client_id: String,
+    /// Session timeout.
+    pub session_timeout: Duration,
+    /// Rebalance timeout.
+    pub rebalance_timeout: Duration,
+    /// Protocol type ("consumer").
+    pub protocol_type: String,
+    /// Supported protocols in preference order, with metadata.
+    pub protocols: Vec<(String, Bytes)>,
+    /// Whether the client understands MEMBER_ID_REQUIRED (v4+).
+    pub require_known_member_id: bool,
+}
+
+struct Member {
+    instance_id: Option<String>,
+    session_timeout: Duration,
+    rebalance_timeout: Duration,
+    protocols: Vec<(String, Bytes)>,
+    assignment: Bytes,
+    last_seen: Instant,
+    join_reply: Option<LocalSender<JoinResult>>,
+    sync_reply: Option<LocalSender<SyncResult>>,
+}
+
+struct Group {
+    state: GroupState,
+    generation: i32,
+    protocol_type: Option<String>,
+    protocol: Option<String>,
+    leader: Option<String>,
+    members: BTreeMap<String, Member>,
+    pending: HashSet<String>,
+    rebalance_deadline: Option<Instant>,
+}
+
+impl Group {
+    fn new() -> Group {
+        Group {
+            state: GroupState::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            pending: HashSet::new(),
+            rebalance_deadline: None,
+        }
+    }
+
+    fn prepare_rebalance(&mut self, now: Instant) {
+        if self.state == GroupState::PreparingRebalance {
+            return;
+        }
+        // Syncs waiting for an assignment of the old generation will not get one.
+        for m in self.members.values_mut() {
+            if let Some(reply) = m.sync_reply.take() {
+                let _ = reply.try_send(SyncResult {
+                    error: ResponseError::RebalanceInProgress.code(),
+                    ..SyncResult::default()
+                });
+            }
+        }
+        let timeout = self
+            .members
+            .values()
+            .map(|m| m.rebalance_timeout)
+            .max()
+            .unwrap_or(Duration::ZERO);
+        self.state = GroupState::PreparingRebalance;
+        self.rebalance_deadline = Some(now + timeout);
+    }
+
+    fn all_rejoined(&self) -> bool {
+        self.members.values().all(|m| m.join_reply.is_some())
+    }
+
+    /// Ends the join phase: members that did not rejoin are dropped, the generation
+    /// moves on, a protocol every member supports is chosen, and every waiting
+    /// JoinGroup is answered (the leader with the member list).
+    fn complete_join(&mut self) {
+        self.members.retain(|_, m| m.join_reply.is_some());
+        self.generation += 1;
+        self.rebalance_deadline = None;
+        if self.members.is_empty() {
+            self.state = GroupState::Empty;
+            self.leader = None;
+            self.protocol = None;
+            self.protocol_type = None;
+            return;
+        }
+        self.protocol = self.choose_protocol();
+        if !self
+            .leader
+            .as_ref()
+            .is_some_and(|l| self.members.contains_key(l))
+        {
+            self.leader = self.members.keys().next().cloned();
+        }
+        self.state = GroupState::CompletingRebalance;
+        let leader = self.leader.clone().unwrap_or_default();
+        let protocol = self.protocol.clone();
+        let metadata: Vec<(String, Option<String>, Bytes)> = self
+            .members
+            .iter()
+            .map(|(id, m)| {
+                let meta = m
+                    .protocols
+                    .iter()
+                    .find(|(name, _)| Some(name) == protocol.as_ref())
+                    .map(|(_, meta)| meta.clone())
+                    .unwrap_or_default();
+                (id.clone(), m.instance_id.clone(), meta)
+            })
+            .collect();
+        for (id, m) in self.members.iter_mut() {
+            m.assignment = Bytes::new();
+            if let Some(reply) = m.join_reply.take() {
+                let _ = reply.try_send(JoinResult {
+                    error: 0,
+                    generation: self.generation,
+                    protocol_type: self.protocol_type.clone(),
+                    protocol_name: protocol.clone(),
+                    leader: leader.clone(),
+                    member_id: id.clone(),
+                    members: if *id == leader {
+                        metadata.clone()
+                    } else {
+                        Vec::new()
+                    },
+                });
+            }
+        }
+    }
+
+    /// The protocol with the most votes, each member voting for its first choice among
+    /// the protocols every member supports (Kafka's rule).
+    fn choose_protocol(&self) -> Option<String> {
+        let mut candidates: Option<HashSet<&String>> = None;
+        for m in self.members.values() {
+            let mine: HashSet<&String> = m.protocols.iter().map(|(n, _)| n).collect();
+            candidates = Some(match candidates {
+                None => mine,
+                Some(c) => c.intersection(&mine).copied().collect(),
+            });
+        }
+        let candidates = candidates?;
+        let mut votes: BTreeMap<&String, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some((name, _)) = m.protocols.iter().find(|(n, _)| candidates.contains(n)) {
+                *votes.entry(name).or_default() += 1;
+            }
+        }
+        votes
+            .into_iter()
+            .max_by_key(|(_, v)| *v)
+            .map(|(n, _)| n.clone())
+    }
+
+    fn remove_member(&mut self, id: &str, now: Instant) {
+        if let Some(m) = self.members.remove(id) {
+            if let Some(reply) = m.join_reply {
+                let _ = reply.try_send(JoinResult {
+                    error: ResponseError::UnknownMemberId.code(),
+                    ..JoinResult::default()
+                });
+            }
+        }
+        match self.state {
+            GroupState::PreparingRebalance => {
+                if self.all_rejoined() {
+                    self.complete_join();
+                }
+            }
+            _ if self.members.is_empty() => {
+                self.state = GroupState::Empty;
+                self.generation += 1;
+                self.leader = None;
+            }
+            _ => self.prepare_rebalance(now),
+        }
+    }
+}
+
+/// Batches fsyncs of the offset store: a sync started after a commit's write covers it,
+/// and commits that arrive while one runs share the next.
+pub struct OffsetSyncer {
+    store: Arc<OffsetStore>,
+    state: RefCell<SyncerState>,
+}
+
+#[derive(Default)]
+struct SyncerState {
+    requested: u64,
+    completed: u64,
+    running: bool,
+    waiters: Vec<std::task::Waker>,
+}
+
+impl OffsetSyncer {
+    /// Resolves once a sync that started after this call has completed.
+    pub async fn sync(&self) -> Result<(), String> {
+        let ticket = {
+            let mut s = self.state.borrow_mut();
+            s.requested += 1;
+            s.requested
+        };
+        loop {
+            let start = {
+                let mut s = self.state.borrow_mut();
+                if s.completed >= ticket {
+                    return Ok(());
+                }
+                if s.running {
+                    None
+                } else {
+                    s.running = true;
+                    Some(s.requested)
+                }
+            };
+            match start {
+                Some(target) => {
+                    let store = Arc::clone(&self.store);
+                    let result = glommio::executor()
+                        .spawn_blocking(move || store.sync())
+                        .await;
+                    let waiters = {
+                        let mut s = self.state.borrow_mut();
+                        s.running = false;
+                        if result.is_ok() {
+                            s.completed = s.completed.max(target);
+                        }
+                        std::mem::take(&mut s.waiters)
+                    };
+                    for w in waiters {
+                        w.wake();
+                    }
+                    result.map_err(|e| e.to_string())?;
+                }
+                None => {
+                    std::future::poll_fn(|cx| {
+                        let mut s = self.state.borrow_mut();
+                        if s.running {
+                            s.waiters.push(cx.waker().clone());
+                            std::task::Poll::Pending
+                        } else {
+                            std::task::Poll::Ready(())
+                        }
+                    })
+                    .await
+                }
+            }
+        }
+    }
+}
+
+/// One shard's coordinator. `!Send`.
+pub struct Coordinator {
+    groups: RefCell<HashMap<String, Group>>,
+    store: Arc<OffsetStore>,
+    syncer: OffsetSyncer,
+    next_member: RefCell<u64>,
+}
+
+/// An offset to commit: topic, partition, and what to store.
+pub type OffsetToCommit = (String, u32, CommittedOffset);
+
+impl Coordinator {
+    /// A coordinator over `store`; spawn [`run_timers`](Self::run_timers) beside it.
+    pub fn new(store: Arc<OffsetStore>) -> Rc<Coordinator> {
+        Rc::new(Coordinator {
+            groups: RefCell::new(HashMap::new()),
+            syncer: OffsetSyncer {
+                store: Arc::clone(&store),
+                state: RefCell::new(SyncerState::default()),
+            },
+            store,
+            next_member: RefCell::new(0),
+        })
+    }
+
+    /// Expires silent members and overdue rebalances every 100 ms until the
+    /// coordinator is dropped.
+    pub async fn run_timers(coordinator: std::rc::Weak<Coordinator>) {
+        while let Some(c) = coordinator.upgrade() {
+            c.expire(Instant::now());
+            drop(c);
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Removes members whose session expired and completes rebalances whose timeout
+    /// passed.
+    pub fn expire(&self, now: Instant) {
+        let mut groups = self.groups.borrow_mut();
+        for (id, g) in groups.iter_mut() {
+            if g.state == GroupState::PreparingRebalance
+                && g.rebalance_deadline.is_some_and(|d| d <= now)
+            {
+                tracing::info!(group = %id, "rebalance timeout: dropping members that did not rejoin");
+                g.complete_join();
+            }
+            let expired: Vec<String> = g
+                .members
+                .iter()
+                .filter(|(_, m)| m.join_reply.is_none() && m.last_seen + m.session_timeout <= now)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for member in expired {
+                tracing::info!(group = %id, %member, "session expired");
+                g.remove_member(&member, now);
+            }
+        }
+    }
+
+    /// JoinGroup: answers once the rebalance completes (or at once with an error or
+    /// MEMBER_ID_REQUIRED).
+    pub async fn join(&self, req: JoinRequest) -> JoinResult {
+        let now = Instant::now();
+        let fail = |e: ResponseError, member_id: String| JoinResult {
+            error: e.code(),
+            member_id,
+            generation: -1,
+            ..JoinResult::default()
+        };
+        if !(SESSION_TIMEOUT_MIN..=SESSION_TIMEOUT_MAX).contains(&req.session_timeout) {
+            return fail(ResponseError::InvalidSessionTimeout, req.member_id);
+        }
+        if req.protocol_type.is_empty() || req.protocols.is_empty() {
+            return fail(ResponseError::InconsistentGroupProtocol, req.member_id);
+        }
+        let rx = {
+            let mut groups = self.groups.borrow_mut();
+            let g = groups.entry(req.group.clone()).or_insert_with(Group::new);
+            if g.protocol_type
+                .as_ref()
+                .is_some_and(|t| *t != req.protocol_type)
+                && !g.members.is_empty()
+            {
+                return fail(ResponseError::InconsistentGroupProtocol, req.member_id);
+            }
+            let mut member_id = req.member_id.clone();
+            if member_id.is_empty() {
+                let n = {
+                    let mut n = self.next_member.borrow_mut();
+                    *n += 1;
+                    *n
+                };
+                member_id = format!(
+                    "{}-{:016x}{n:08x}",
+                    req.client_id,
+                    now.elapsed().as_nanos() as u64 ^ rand_seed()
+                );
+                if req.require_known_member_id {
+                    g.pending.insert(member_id.clone());
+                    return fail(ResponseError::MemberIdRequired, member_id);
+                }
+            } else if !g.members.contains_key(&member_id) && !g.pending.remove(&member_id) {
+                return fail(ResponseError::UnknownMemberId, member_id);
+            }
+            if g.members.len() >= MEMBERS_MAX && !g.members.contains_key(&member_id) {
+                return fail(ResponseError::GroupMaxSizeReached, member_id);
+            }
+            let (tx, rx) = local_channel::new_bounded(1);
+            let member = g
+                .members
+                .entry(member_id.clone())
+                .or_insert_with(|| Member {
+                    instance_id: req.group_instance_id.clone(),
+                    session_timeout: req.session_timeout,
+                    rebalance_timeout: req.rebalance_timeout,
+                    protocols: Vec::new(),
+                    assignment: Bytes::new(),
+                    last_seen: now,
+                    join_reply: None,
+                    sync_reply: None,
+                });
+            member.protocols = req.protocols.clone();
+            member.session_timeout = req.session_timeout;
+            member.rebalance_timeout = req.rebalance_timeout;
+            member.last_seen = now;
+            if let Some(old) = member.join_reply.replace(tx) {
+                let _ = old.try_send(JoinResult {
+                    error: ResponseError::UnknownMemberId.code(),
+                    ..JoinResult::default()
+                });
+            }
+            g.protocol_type = Some(req.protocol_type.clone());
+            g.prepare_rebalance(now);
+            if g.all_rejoined() {
+                g.complete_join();
+            }
+            rx
+        };
+        rx.recv().await.unwrap_or(JoinResult {
+            error: ResponseError::UnknownMemberId.code(),
+            ..JoinResult::default()
+        })
+    }
+
+    /// SyncGroup: the leader hands out assignments; every member gets its own.
+    pub async fn sync(
+        &self,
+        group: &str,
+        generation: i32,
+        member_id: &str,
+        assignments: Vec<(String, Bytes)>,
+    ) -> SyncResult {
+        let error = |e: ResponseError| SyncResult {
+            error: e.code(),
+            ..SyncResult::default()
+        };
+        let rx = {
+            let mut groups = self.groups.borrow_mut();
+            let Some(g) = groups.get_mut(group) else {
+                return error(ResponseError::UnknownMemberId);
+            };
+            let Some(member) = g.members.get_mut(member_id) else {
+                return error(ResponseError::UnknownMemberId);
+            };
+            member.last_seen = Instant::now();
+            if generation != g.generation {
+                return error(ResponseError::IllegalGeneration);
+            }
+            match g.state {
+                GroupState::PreparingRebalance | GroupState::Empty => {
+                    return error(ResponseError::RebalanceInProgress)
+                }
+                GroupState::Stable => {
+                    return SyncResult {
+                        error: 0,
+                        assignment: member.assignment.clone(),
+                        protocol_type: g.protocol_type.clone(),
+                        protocol_name: g.protocol.clone(),
+                    }
+                }
+                GroupState::CompletingRebalance => {}
+            }
+            let (tx, rx) = local_channel::new_bounded(1);
+            member.sync_reply = Some(tx);
+            if g.leader.as_deref() == Some(member_id) {
+                for (id, assignment) in assignments {
+                    if let Some(m) = g.members.get_mut(&id) {
+                        m.assignment = assignment;
+                    }
+                }
+                g.state = GroupState::Stable;
+                let (ptype, pname) = (g.protocol_type.clone(), g.protocol.clone());
+                for m in g.members.values_mut() {
+                    if let Some(reply) = m.sync_reply.take() {
+                        let _ = reply.try_send(SyncResult {
+                            error: 0,
+                            assignment: m.assignment.clone(),
+                            protocol_type: ptype.clone(),
+                            protocol_name: pname.clone(),
+                        });
+                    }
+                }
+            }
+            rx
+        };
+        rx.recv().await.unwrap_or(SyncResult {
+            error: ResponseError::RebalanceInProgress.code(),
+            ..SyncResult::default()
+        })
+    }
+
+    /// Heartbeat: keeps a member's session alive and tells it of rebalances.
+    pub fn heartbeat(&self, group: &str, generation: i32, member_id: &str) -> i16 {
+        let mut groups = self.groups.borrow_mut();
+        let Some(g) = groups.get_mut(group) else {
+            return ResponseError::UnknownMemberId.code();
+        };
+        let state = g.state;
+        let current = g.generation;
+        let Some(member) = g.members.get_mut(member_id) else {
+            return ResponseError::UnknownMemberId.code();
+        };
+        member.last_seen = Instant::now();
+        if generation != current {
+            return ResponseError::IllegalGeneration.code();
+        }
+        match state {
+            GroupState::PreparingRebalance => ResponseError::RebalanceInProgress.code(),
+            _ => 0,
+        }
+    }
+
+    /// LeaveGroup: removes members; the rest rebalance.
+    pub fn leave(&self, group: &str, member_ids: &[String]) -> Vec<i16> {
+        let now = Instant::now();
+        let mut groups = self.groups.borrow_mut();
+        let Some(g) = groups.get_mut(group) else {
+            return member_ids
+                .iter()
+                .map(|_| ResponseError::UnknownMemberId.code())
+                .collect();
+        };
+        member_ids
+            .iter()
+            .map(|id| {
+                if g.members.contains_key(id) {
+                    g.remove_member(id, now);
+                    0
+                } else {
+                    ResponseError::UnknownMemberId.code()
+                }
+            })
+            .collect()
+    }
+
+    /// OffsetCommit: checks the committer, writes the offsets (on the blocking pool) and
+    /// answers once they are durable; one error code per partition.
+    pub async fn commit(
+        &self,
+        group: &str,
+        generation: i32,
+        member_id: &str,
+        offsets: Vec<OffsetToCommit>,
+    ) -> Vec<i16> {
+        let fence = {
+            let mut groups = self.groups.borrow_mut();
+            let g = groups.get_mut(group);
+            let refuse = |e: ResponseError| Err(e);
+            let check = match g {
+                None if generation < 0 => Ok(Fence::Reset),
+                None => refuse(ResponseError::IllegalGeneration),
+                Some(g) if generation < 0 && member_id.is_empty() => {
+                    if g.members.is_empty() {
+                        Ok(Fence::Reset)
+                    } else {
+                        refuse(ResponseError::UnknownMemberId)
+                    }
+                }
+                Some(g) => match g.members.get_mut(member_id) {
+                    None => refuse(ResponseError::UnknownMemberId),
+                    Some(_) if generation != g.generation => {
+                        refuse(ResponseError::IllegalGeneration)
+                    }
+                    Some(_) if g.state == GroupState::PreparingRebalance => {
+                        refuse(ResponseError::RebalanceInProgress)
+                    }
+                    Some(m) => {
+                        m.last_seen = Instant::now();
+                        Ok(Fence::Generation(generation))
+                    }
+                },
+            };
+            match check {
+                Ok(f) => f,
+                Err(e) => return offsets.iter().map(|_| e.code()).collect(),
+            }
+        };
+        let store = Arc::clone(&self.store);
+        let group_id = group.to_string();
+        let n = offsets.len();
+        let written = glommio::executor()
+            .spawn_blocking(move || {
+                let refs: Vec<(&str, u32, CommittedOffset)> = offsets
+                    .iter()
+                    .map(|(t, p, c)| (t.as_str(), *p, c.clone()))
+                    .collect();
+                store.commit(&group_id, fence, &refs)
+            })
+            .await;
+        let outcomes = match written {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(group, error = %e, "offset commit failed");
+                return vec![ResponseError::KafkaStorageError.code(); n];
+            }
+        };
+        if let Err(e) = self.syncer.sync().await {
+            tracing::error!(group, error = %e, "offset sync failed");
+            return vec![ResponseError::KafkaStorageError.code(); n];
+        }
+        outcomes
+            .iter()
+            .map(|o| match o {
+                CommitOutcome::Applied | CommitOutcome::Unchanged => 0,
+            })
+            .collect()
+    }
+
+    /// The store, for OffsetFetch.
+    pub fn store(&self) -> &Arc<OffsetStore> {
+        &self.store
+    }
+
+    /// The state and generation of a group, if it exists.
+    pub fn describe(&self, group: &str) -> Option<(GroupState, i32, usize)> {
+        self.groups
+            .borrow()
+            .get(group)
+            .map(|g| (g.state, g.generation, g.members.len()))
+    }
+}
+
+fn rand_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::test_support::{run, test_dir};
+
+    fn join_req(member_id: &str) -> JoinRequest {
+        JoinRequest {
+            group: "g".into(),
+            member_id: member_id.into(),
+            group_instance_id: None,
+            client_id: "test".into(),
+            session_timeout: Duration::from_secs(10),
+            rebalance_timeout: Duration::from_secs(5),
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), Bytes::from_static(b"meta"))],
+            require_known_member_id: true,
+        }
+    }
+
+    fn offset(o: i64) -> Vec<OffsetToCommit> {
+        vec![(
+            "t".into(),
+            0,
+            CommittedOffset {
+                offset: o,
+                leader_epoch: -1,
+                generation: 0,
+                committed_at_ms: 0,
+                metadata: String::new(),
+            },
+        )]
+    }
+
+    /// Joins a new member: MEMBER_ID_REQUIRED, then the real join.
+    async fn join_new(c: &Rc<Coordinator>) -> JoinResult {
+        let first = c.join(join_req("")).await;
+        assert_eq!(first.error, ResponseError::MemberIdRequired.code());
+        c.join(join_req(&first.member_id)).await
+    }
+
+    #[test]
+    fn members_join_sync_and_older_generations_cannot_commit() {
+        let dir = test_dir();
+        run(async move {
+            let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
+            let c = Coordinator::new(Arc::clone(&store));
+            let a = join_new(&c).await;
+            assert_eq!(
+                (a.error, a.generation, a.leader.as_str()),
+                (0, 1, a.member_id.as_str())
+            );
+            assert_eq!(a.members.len(), 1, "the leader gets the member list");
+            let s = c
+                .sync(
+                    "g",
+                    1,
+                    &a.member_id,
+                    vec![(a.member_id.clone(), Bytes::from_static(b"all"))],
+                )
+                .await;
+            assert_eq!((s.error, &s.assignment[..]), (0, &b"all"[..]));
+            assert_eq!(c.describe("g").map(|d| d.0), Some(GroupState::Stable));
+            assert_eq!(c.commit("g", 1, &a.member_id, offset(10)).await, vec![0]);
+
+            // b joins: a must rejoin; until it does, a's heartbeat says rebalance.
+            let c2 = Rc::clone(&c);
+            let b_join = glommio::spawn_local(async move { join_new(&c2).await });
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+            assert_eq!(
+                c.heartbeat("g", 1, &a.member_id),
+                ResponseError::RebalanceInProgress.code()
+            );
+            assert_eq!(
+                c.commit("g", 1, &a.member_id, offset(20)).await,
+                vec![ResponseError::RebalanceInProgress.code()]
+            );
+            let a2 = c.join(join_req(&a.member_id)).await;
+            let b = b_join.await;
+            assert_eq!((a2.generation, b.generation), (2, 2));
+            assert_eq!(
+                c.commit("g", 1, &a.member_id, offset(30)).await,
+                vec![ResponseError::IllegalGeneration.code()],
+                "generation 1 is fenced"
+            );
+            assert_eq!(
+                store.fetch("g", "t", 0).expect("fetch").map(|o| o.offset),
+                Some(10)
+            );
+            assert_eq!(
+                c.commit("g", -1, "", offset(0)).await,
+                vec![ResponseError::UnknownMemberId.code()],
+                "no resets while the group has members"
+            );
+        });
+    }
+
+    #[test]
+    fn silent_members_expire_and_an_empty_group_accepts_resets() {
+        let dir = test_dir();
+        run(async move {
+            let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
+            let c = Coordinator::new(Arc::clone(&store));
+            let a = join_new(&c).await;
+            c.sync("g", 1, &a.member_id, vec![]).await;
+            assert_eq!(c.commit("g", 1, &a.member_id, offset(50)).await, vec![0]);
+            c.expire(Instant::now() + Duration::from_secs(11));
+            assert_eq!(
+                c.describe("g").map(|d| (d.0, d.2)),
+                Some((GroupState::Empty, 0))
+            );
+            assert_eq!(
+                c.heartbeat("g", 1, &a.member_id),
+                ResponseError::UnknownMemberId.code()
+            );
+            assert_eq!(
+                c.commit("g", -1, "", offset(5)).await,
+                vec![0],
+                "reset of an empty group"
+            );
+            assert_eq!(
+                store.fetch("g", "t", 0).expect("fetch").map(|o| o.offset),
+                Some(5)
+            );
+        });
+    }
+
+    #[test]
+    fn a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout() {
+        let dir = test_dir();
+        run(async move {
+            let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
+            let c = Coordinator::new(store);
+            let a = join_new(&c).await;
+            c.sync("g", 1, &a.member_id, vec![]).await;
+            let c2 = Rc::clone(&c);
+            let b_join = glommio::spawn_local(async move { join_new(&c2).await });
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+            // Past the 5 s rebalance timeout, within the 10 s sessions.
+            c.expire(Instant::now() + Duration::from_secs(6));
+            let b = b_join.await;
+            assert_eq!(
+                (b.error, b.generation, b.leader.clone()),
+                (0, 2, b.member_id.clone())
+            );
+            assert_eq!(c.describe("g").map(|d| d.2), Some(1), "a was dropped");
+        });
+    }
+}
