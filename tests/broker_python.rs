@@ -141,3 +141,22 @@ fn kafka_python_group_resumes_from_committed_offsets() {
         &[broker.bootstrap(), "py-grouped".into(), "300".into()],
     );
 }
+
+#[test]
+fn committed_offsets_survive_a_crash_and_groups_can_be_listed_described_and_deleted() {
+    let dir = scratch_dir();
+    let mut broker = Broker::start(&dir.path().join("data"), 2, &["--default-partitions", "3"]);
+    let keys = dir.path().join("keys.txt").display().to_string();
+    let args = |phase: &str, b: &Broker| {
+        [
+            phase.into(),
+            b.bootstrap(),
+            "restarted".into(),
+            "300".into(),
+            keys.clone(),
+        ]
+    };
+    run_script("groups_restart.py", &broker, &args("first", &broker));
+    broker.crash_and_restart();
+    run_script("groups_restart.py", &broker, &args("second", &broker));
+}

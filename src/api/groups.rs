@@ -384,3 +384,109 @@ pub async fn offset_fetch(ctx: &ShardContext, request: &Request) -> Option<Bytes
     }
     encode(request, version, &response)
 }
+
+/// ListGroups: the groups this shard coordinates (members or committed offsets).
+pub fn list_groups(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
+    use kafka_protocol::messages::{
+        list_groups_response::ListedGroup, GroupId, ListGroupsRequest, ListGroupsResponse,
+    };
+    let req: ListGroupsRequest = decode_body(request)?;
+    let version = request.version();
+    let mut response = ListGroupsResponse::default();
+    let with_offsets = match ctx.coordinator.store().groups() {
+        Ok(all) => all.into_iter().filter(|g| owns(ctx, g)).collect(),
+        Err(e) => {
+            tracing::error!(error = %e, "listing groups failed");
+            response.error_code = ResponseError::KafkaStorageError.code();
+            Vec::new()
+        }
+    };
+    for (id, protocol_type, state) in ctx.coordinator.list(with_offsets) {
+        if !req.states_filter.is_empty()
+            && !req
+                .states_filter
+                .iter()
+                .any(|f| f.as_str() == state.kafka_name())
+        {
+            continue;
+        }
+        let mut g = ListedGroup::default();
+        g.group_id = GroupId(s(&id));
+        g.protocol_type = s(&protocol_type);
+        if version >= 4 {
+            g.group_state = StrBytes::from_static_str(state.kafka_name());
+        }
+        if version >= 5 {
+            g.group_type = StrBytes::from_static_str("classic");
+        }
+        response.groups.push(g);
+    }
+    encode(request, version, &response)
+}
+
+/// DescribeGroups: state, protocol and members of each group.
+pub fn describe_groups(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
+    use kafka_protocol::messages::{
+        describe_groups_response::{DescribedGroup, DescribedGroupMember},
+        DescribeGroupsRequest, DescribeGroupsResponse,
+    };
+    let req: DescribeGroupsRequest = decode_body(request)?;
+    let version = request.version();
+    let mut response = DescribeGroupsResponse::default();
+    for group in &req.groups {
+        let mut d = DescribedGroup::default();
+        d.group_id = group.clone();
+        if !owns(ctx, group.0.as_str()) {
+            d.error_code = ResponseError::NotCoordinator.code();
+        } else {
+            match ctx.coordinator.members(group.0.as_str()) {
+                None => {
+                    d.group_state =
+                        StrBytes::from_static_str(if version >= 6 { "Dead" } else { "Empty" })
+                }
+                Some((state, protocol_type, protocol, members)) => {
+                    d.group_state = StrBytes::from_static_str(state.kafka_name());
+                    d.protocol_type = s(&protocol_type);
+                    d.protocol_data = s(&protocol);
+                    d.members = members
+                        .into_iter()
+                        .map(|(id, instance, client_id, metadata, assignment)| {
+                            let mut m = DescribedGroupMember::default();
+                            m.member_id = s(&id);
+                            if version >= 4 {
+                                m.group_instance_id = instance.as_deref().map(s);
+                            }
+                            m.client_id = s(&client_id);
+                            m.client_host = StrBytes::from_static_str("/127.0.0.1");
+                            m.member_metadata = metadata;
+                            m.member_assignment = assignment;
+                            m
+                        })
+                        .collect();
+                }
+            }
+        }
+        response.groups.push(d);
+    }
+    encode(request, version, &response)
+}
+
+/// DeleteGroups: removes empty groups and their committed offsets.
+pub async fn delete_groups(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
+    use kafka_protocol::messages::{
+        delete_groups_response::DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse,
+    };
+    let req: DeleteGroupsRequest = decode_body(request)?;
+    let mut response = DeleteGroupsResponse::default();
+    for group in &req.groups_names {
+        let mut r = DeletableGroupResult::default();
+        r.group_id = group.clone();
+        r.error_code = if owns(ctx, group.0.as_str()) {
+            ctx.coordinator.delete(group.0.as_str()).await
+        } else {
+            ResponseError::NotCoordinator.code()
+        };
+        response.results.push(r);
+    }
+    encode(request, request.version(), &response)
+}

@@ -130,6 +130,9 @@ pub async fn handle(ctx: &ShardContext, request: Request) -> Outcome {
         ApiKey::LeaveGroup => groups::leave_group(ctx, &request),
         ApiKey::OffsetCommit => groups::offset_commit(ctx, &request).await,
         ApiKey::OffsetFetch => groups::offset_fetch(ctx, &request).await,
+        ApiKey::ListGroups => groups::list_groups(ctx, &request),
+        ApiKey::DescribeGroups => groups::describe_groups(ctx, &request),
+        ApiKey::DeleteGroups => groups::delete_groups(ctx, &request).await,
         ApiKey::DescribeConfigs => describe_configs::handle(ctx, &request),
         ApiKey::Produce => None,
         other => {

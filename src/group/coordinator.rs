@@ -116,6 +116,7 @@ pub struct JoinRequest {
 }
 
 struct Member {
+    client_id: String,
     instance_id: Option<String>,
     session_timeout: Duration,
     rebalance_timeout: Duration,
@@ -469,6 +470,7 @@ impl Coordinator {
                 .members
                 .entry(member_id.clone())
                 .or_insert_with(|| Member {
+                    client_id: req.client_id.clone(),
                     instance_id: req.group_instance_id.clone(),
                     session_timeout: req.session_timeout,
                     rebalance_timeout: req.rebalance_timeout,
@@ -688,6 +690,92 @@ impl Coordinator {
     /// The store, for OffsetFetch.
     pub fn store(&self) -> &Arc<OffsetStore> {
         &self.store
+    }
+
+    /// Every group this shard coordinates that has members, plus `with_offsets` (groups
+    /// with committed offsets), with its protocol type and state.
+    pub fn list(&self, with_offsets: Vec<String>) -> Vec<(String, String, GroupState)> {
+        let groups = self.groups.borrow();
+        let mut out: BTreeMap<String, (String, GroupState)> = with_offsets
+            .into_iter()
+            .map(|g| (g, ("consumer".to_string(), GroupState::Empty)))
+            .collect();
+        for (id, g) in groups.iter() {
+            let protocol_type = g.protocol_type.clone().unwrap_or_else(|| "consumer".into());
+            out.insert(id.clone(), (protocol_type, g.state));
+        }
+        out.into_iter().map(|(id, (t, s))| (id, t, s)).collect()
+    }
+
+    /// A group's state, protocol type, chosen protocol and members (id, instance id,
+    /// client id, metadata for the chosen protocol, assignment).
+    #[allow(clippy::type_complexity)]
+    pub fn members(
+        &self,
+        group: &str,
+    ) -> Option<(
+        GroupState,
+        String,
+        String,
+        Vec<(String, Option<String>, String, Bytes, Bytes)>,
+    )> {
+        let groups = self.groups.borrow();
+        let g = groups.get(group)?;
+        let protocol = g.protocol.clone().unwrap_or_default();
+        let members = g
+            .members
+            .iter()
+            .map(|(id, m)| {
+                let meta = m
+                    .protocols
+                    .iter()
+                    .find(|(n, _)| *n == protocol)
+                    .map(|(_, b)| b.clone())
+                    .unwrap_or_default();
+                (
+                    id.clone(),
+                    m.instance_id.clone(),
+                    m.client_id.clone(),
+                    meta,
+                    m.assignment.clone(),
+                )
+            })
+            .collect();
+        Some((
+            g.state,
+            g.protocol_type.clone().unwrap_or_default(),
+            protocol,
+            members,
+        ))
+    }
+
+    /// Deletes a group with no members and its committed offsets.
+    pub async fn delete(&self, group: &str) -> i16 {
+        {
+            let mut groups = self.groups.borrow_mut();
+            if let Some(g) = groups.get(group) {
+                if !g.members.is_empty() {
+                    return ResponseError::NonEmptyGroup.code();
+                }
+                groups.remove(group);
+            }
+        }
+        let store = Arc::clone(&self.store);
+        let id = group.to_string();
+        match glommio::executor()
+            .spawn_blocking(move || store.delete_group(&id))
+            .await
+        {
+            Ok(0) => ResponseError::GroupIdNotFound.code(),
+            Ok(_) => match self.syncer.sync().await {
+                Ok(()) => 0,
+                Err(_) => ResponseError::KafkaStorageError.code(),
+            },
+            Err(e) => {
+                tracing::error!(group, error = %e, "deleting group offsets failed");
+                ResponseError::KafkaStorageError.code()
+            }
+        }
     }
 
     /// The state and generation of a group, if it exists.

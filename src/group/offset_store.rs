@@ -286,6 +286,22 @@ impl OffsetStore {
         Ok(out)
     }
 
+    /// Every group with committed offsets.
+    pub fn groups(&self) -> Result<Vec<String>> {
+        let txn = self.env.read_txn().map_err(|e| self.lmdb(e))?;
+        let mut out: Vec<String> = Vec::new();
+        for entry in self.db.iter(&txn).map_err(|e| self.lmdb(e))? {
+            let (k, _) = entry.map_err(|e| self.lmdb(e))?;
+            let len = u16::from_be_bytes([k[0], k[1]]) as usize;
+            if let Some(name) = k.get(2..2 + len).and_then(|n| std::str::from_utf8(n).ok()) {
+                if out.last().map(String::as_str) != Some(name) {
+                    out.push(name.to_string());
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Deletes every committed offset of `group`; returns how many there were.
     pub fn delete_group(&self, group: &str) -> Result<usize> {
         let prefix = group_prefix(group);
