@@ -160,3 +160,17 @@ fn committed_offsets_survive_a_crash_and_groups_can_be_listed_described_and_dele
     broker.crash_and_restart();
     run_script("groups_restart.py", &broker, &args("second", &broker));
 }
+
+#[test]
+fn fifty_members_churn_into_a_stable_group_and_a_killed_member_is_replaced() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    let args = [
+        broker.bootstrap(),
+        "churn".into(),
+        "50".into(),
+        "64".into(),
+        "3".into(),
+    ];
+    run_script("groups_churn.py", &broker, &args);
+}
