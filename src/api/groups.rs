@@ -169,6 +169,7 @@ pub async fn sync_group(ctx: &ShardContext, request: &Request) -> Option<Bytes> 
             group,
             req.generation_id,
             req.member_id.as_str(),
+            req.group_instance_id.as_ref().map(|i| i.as_str()),
             assignments,
         )
         .await;
@@ -187,8 +188,12 @@ pub fn heartbeat(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
     let group = req.group_id.0.as_str();
     let mut response = HeartbeatResponse::default();
     response.error_code = if owns(ctx, group) {
-        ctx.coordinator
-            .heartbeat(group, req.generation_id, req.member_id.as_str())
+        ctx.coordinator.heartbeat(
+            group,
+            req.generation_id,
+            req.member_id.as_str(),
+            req.group_instance_id.as_ref().map(|i| i.as_str()),
+        )
     } else {
         ResponseError::NotCoordinator.code()
     };
@@ -269,6 +274,7 @@ pub async fn offset_commit(ctx: &ShardContext, request: &Request) -> Option<Byte
                 group,
                 req.generation_id_or_member_epoch,
                 req.member_id.as_str(),
+                req.group_instance_id.as_ref().map(|i| i.as_str()),
                 offsets.clone(),
             )
             .await

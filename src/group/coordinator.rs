@@ -135,6 +135,8 @@ struct Group {
     leader: Option<String>,
     members: BTreeMap<String, Member>,
     pending: HashSet<String>,
+    /// Static members: `group.instance.id` → current member id.
+    static_members: HashMap<String, String>,
     rebalance_deadline: Option<Instant>,
 }
 
@@ -148,6 +150,7 @@ impl Group {
             leader: None,
             members: BTreeMap::new(),
             pending: HashSet::new(),
+            static_members: HashMap::new(),
             rebalance_deadline: None,
         }
     }
@@ -261,7 +264,16 @@ impl Group {
             .map(|(n, _)| n.clone())
     }
 
+    /// True when `instance` belongs to a static member other than `member_id`: the
+    /// caller is an older incarnation of a restarted static member.
+    fn fenced(&self, instance: Option<&str>, member_id: &str) -> bool {
+        instance
+            .and_then(|i| self.static_members.get(i))
+            .is_some_and(|current| current != member_id)
+    }
+
     fn remove_member(&mut self, id: &str, now: Instant) {
+        self.static_members.retain(|_, m| m != id);
         if let Some(m) = self.members.remove(id) {
             if let Some(reply) = m.join_reply {
                 let _ = reply.try_send(JoinResult {
@@ -417,6 +429,16 @@ impl Coordinator {
         }
     }
 
+    fn new_member_id(&self, client_id: &str, now: Instant) -> String {
+        let mut n = self.next_member.borrow_mut();
+        *n += 1;
+        format!(
+            "{client_id}-{:016x}{:08x}",
+            now.elapsed().as_nanos() as u64 ^ rand_seed(),
+            *n
+        )
+    }
+
     /// JoinGroup: answers once the rebalance completes (or at once with an error or
     /// MEMBER_ID_REQUIRED).
     pub async fn join(&self, req: JoinRequest) -> JoinResult {
@@ -444,17 +466,59 @@ impl Coordinator {
                 return fail(ResponseError::InconsistentGroupProtocol, req.member_id);
             }
             let mut member_id = req.member_id.clone();
+            if let Some(instance) = req.group_instance_id.as_deref() {
+                let current = g.static_members.get(instance).cloned();
+                match current {
+                    Some(current) if member_id.is_empty() => {
+                        // A static member restarted: it takes over its old identity
+                        // and assignment under a new member id, without a rebalance.
+                        let fresh = self.new_member_id(&req.client_id, now);
+                        if let Some(mut m) = g.members.remove(&current) {
+                            if let Some(old) = m.join_reply.take() {
+                                let _ = old.try_send(JoinResult {
+                                    error: ResponseError::FencedInstanceId.code(),
+                                    ..JoinResult::default()
+                                });
+                            }
+                            m.last_seen = now;
+                            m.protocols = req.protocols.clone();
+                            g.members.insert(fresh.clone(), m);
+                        }
+                        g.static_members.insert(instance.to_string(), fresh.clone());
+                        let was_leader = g.leader.as_deref() == Some(current.as_str());
+                        if was_leader {
+                            g.leader = Some(fresh.clone());
+                        }
+                        if g.state == GroupState::Stable && !was_leader {
+                            return JoinResult {
+                                error: 0,
+                                generation: g.generation,
+                                protocol_type: g.protocol_type.clone(),
+                                protocol_name: g.protocol.clone(),
+                                leader: g.leader.clone().unwrap_or_default(),
+                                member_id: fresh,
+                                members: Vec::new(),
+                            };
+                        }
+                        member_id = fresh;
+                    }
+                    Some(current) if current != member_id => {
+                        return fail(ResponseError::FencedInstanceId, member_id);
+                    }
+                    Some(_) => {}
+                    None if member_id.is_empty() => {
+                        // A new static member is admitted at once: its instance id
+                        // already identifies it, so no MEMBER_ID_REQUIRED round trip.
+                        member_id = self.new_member_id(&req.client_id, now);
+                        g.static_members
+                            .insert(instance.to_string(), member_id.clone());
+                        g.pending.insert(member_id.clone());
+                    }
+                    None => return fail(ResponseError::UnknownMemberId, member_id),
+                }
+            }
             if member_id.is_empty() {
-                let n = {
-                    let mut n = self.next_member.borrow_mut();
-                    *n += 1;
-                    *n
-                };
-                member_id = format!(
-                    "{}-{:016x}{n:08x}",
-                    req.client_id,
-                    now.elapsed().as_nanos() as u64 ^ rand_seed()
-                );
+                member_id = self.new_member_id(&req.client_id, now);
                 if req.require_known_member_id {
                     g.pending.insert(member_id.clone());
                     return fail(ResponseError::MemberIdRequired, member_id);
@@ -509,6 +573,7 @@ impl Coordinator {
         group: &str,
         generation: i32,
         member_id: &str,
+        instance: Option<&str>,
         assignments: Vec<(String, Bytes)>,
     ) -> SyncResult {
         let error = |e: ResponseError| SyncResult {
@@ -520,6 +585,9 @@ impl Coordinator {
             let Some(g) = groups.get_mut(group) else {
                 return error(ResponseError::UnknownMemberId);
             };
+            if g.fenced(instance, member_id) {
+                return error(ResponseError::FencedInstanceId);
+            }
             let Some(member) = g.members.get_mut(member_id) else {
                 return error(ResponseError::UnknownMemberId);
             };
@@ -571,11 +639,20 @@ impl Coordinator {
     }
 
     /// Heartbeat: keeps a member's session alive and tells it of rebalances.
-    pub fn heartbeat(&self, group: &str, generation: i32, member_id: &str) -> i16 {
+    pub fn heartbeat(
+        &self,
+        group: &str,
+        generation: i32,
+        member_id: &str,
+        instance: Option<&str>,
+    ) -> i16 {
         let mut groups = self.groups.borrow_mut();
         let Some(g) = groups.get_mut(group) else {
             return ResponseError::UnknownMemberId.code();
         };
+        if g.fenced(instance, member_id) {
+            return ResponseError::FencedInstanceId.code();
+        }
         let state = g.state;
         let current = g.generation;
         let Some(member) = g.members.get_mut(member_id) else {
@@ -621,10 +698,20 @@ impl Coordinator {
         group: &str,
         generation: i32,
         member_id: &str,
+        instance: Option<&str>,
         offsets: Vec<OffsetToCommit>,
     ) -> Vec<i16> {
         let fence = {
             let mut groups = self.groups.borrow_mut();
+            if groups
+                .get(group)
+                .is_some_and(|g| g.fenced(instance, member_id))
+            {
+                return offsets
+                    .iter()
+                    .map(|_| ResponseError::FencedInstanceId.code())
+                    .collect();
+            }
             let g = groups.get_mut(group);
             let refuse = |e: ResponseError| Err(e);
             let check = match g {
@@ -850,30 +937,34 @@ mod tests {
                     "g",
                     1,
                     &a.member_id,
+                    None,
                     vec![(a.member_id.clone(), Bytes::from_static(b"all"))],
                 )
                 .await;
             assert_eq!((s.error, &s.assignment[..]), (0, &b"all"[..]));
             assert_eq!(c.describe("g").map(|d| d.0), Some(GroupState::Stable));
-            assert_eq!(c.commit("g", 1, &a.member_id, offset(10)).await, vec![0]);
+            assert_eq!(
+                c.commit("g", 1, &a.member_id, None, offset(10)).await,
+                vec![0]
+            );
 
             // b joins: a must rejoin; until it does, a's heartbeat says rebalance.
             let c2 = Rc::clone(&c);
             let b_join = glommio::spawn_local(async move { join_new(&c2).await });
             glommio::timer::sleep(Duration::from_millis(10)).await;
             assert_eq!(
-                c.heartbeat("g", 1, &a.member_id),
+                c.heartbeat("g", 1, &a.member_id, None),
                 ResponseError::RebalanceInProgress.code()
             );
             assert_eq!(
-                c.commit("g", 1, &a.member_id, offset(20)).await,
+                c.commit("g", 1, &a.member_id, None, offset(20)).await,
                 vec![ResponseError::RebalanceInProgress.code()]
             );
             let a2 = c.join(join_req(&a.member_id)).await;
             let b = b_join.await;
             assert_eq!((a2.generation, b.generation), (2, 2));
             assert_eq!(
-                c.commit("g", 1, &a.member_id, offset(30)).await,
+                c.commit("g", 1, &a.member_id, None, offset(30)).await,
                 vec![ResponseError::IllegalGeneration.code()],
                 "generation 1 is fenced"
             );
@@ -882,7 +973,7 @@ mod tests {
                 Some(10)
             );
             assert_eq!(
-                c.commit("g", -1, "", offset(0)).await,
+                c.commit("g", -1, "", None, offset(0)).await,
                 vec![ResponseError::UnknownMemberId.code()],
                 "no resets while the group has members"
             );
@@ -896,19 +987,22 @@ mod tests {
             let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
             let c = Coordinator::new(Arc::clone(&store));
             let a = join_new(&c).await;
-            c.sync("g", 1, &a.member_id, vec![]).await;
-            assert_eq!(c.commit("g", 1, &a.member_id, offset(50)).await, vec![0]);
+            c.sync("g", 1, &a.member_id, None, vec![]).await;
+            assert_eq!(
+                c.commit("g", 1, &a.member_id, None, offset(50)).await,
+                vec![0]
+            );
             c.expire(Instant::now() + Duration::from_secs(11));
             assert_eq!(
                 c.describe("g").map(|d| (d.0, d.2)),
                 Some((GroupState::Empty, 0))
             );
             assert_eq!(
-                c.heartbeat("g", 1, &a.member_id),
+                c.heartbeat("g", 1, &a.member_id, None),
                 ResponseError::UnknownMemberId.code()
             );
             assert_eq!(
-                c.commit("g", -1, "", offset(5)).await,
+                c.commit("g", -1, "", None, offset(5)).await,
                 vec![0],
                 "reset of an empty group"
             );
@@ -926,7 +1020,7 @@ mod tests {
             let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
             let c = Coordinator::new(store);
             let a = join_new(&c).await;
-            c.sync("g", 1, &a.member_id, vec![]).await;
+            c.sync("g", 1, &a.member_id, None, vec![]).await;
             let c2 = Rc::clone(&c);
             let b_join = glommio::spawn_local(async move { join_new(&c2).await });
             glommio::timer::sleep(Duration::from_millis(10)).await;
@@ -938,6 +1032,71 @@ mod tests {
                 (0, 2, b.member_id.clone())
             );
             assert_eq!(c.describe("g").map(|d| d.2), Some(1), "a was dropped");
+        });
+    }
+
+    #[test]
+    fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
+        let dir = test_dir();
+        run(async move {
+            let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
+            let c = Coordinator::new(store);
+            let a = join_new(&c).await;
+            let c2 = Rc::clone(&c);
+            let b_join = glommio::spawn_local(async move {
+                let mut req = join_req("");
+                req.group_instance_id = Some("worker-b".into());
+                c2.join(req).await
+            });
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+            let a2 = c.join(join_req(&a.member_id)).await;
+            let b = b_join.await;
+            assert_eq!(
+                (a2.generation, b.generation, b.error),
+                (2, 2, 0),
+                "static members need no MEMBER_ID_REQUIRED"
+            );
+            let assignments = vec![
+                (a.member_id.clone(), Bytes::from_static(b"a-part")),
+                (b.member_id.clone(), Bytes::from_static(b"b-part")),
+            ];
+            let c3 = Rc::clone(&c);
+            let b_id = b.member_id.clone();
+            let b_sync = glommio::spawn_local(async move {
+                c3.sync("g", 2, &b_id, Some("worker-b"), vec![]).await
+            });
+            c.sync("g", 2, &a.member_id, None, assignments).await;
+            assert_eq!(&b_sync.await.assignment[..], b"b-part");
+
+            // b restarts with the same instance id and no member id.
+            let mut again = join_req("");
+            again.group_instance_id = Some("worker-b".into());
+            let b2 = c.join(again).await;
+            assert_eq!(
+                (b2.error, b2.generation),
+                (0, 2),
+                "same generation: no rebalance"
+            );
+            assert_ne!(b2.member_id, b.member_id);
+            assert_eq!(c.describe("g").map(|d| d.0), Some(GroupState::Stable));
+            assert_eq!(
+                c.heartbeat("g", 2, &b.member_id, Some("worker-b")),
+                ResponseError::FencedInstanceId.code(),
+                "the old incarnation is fenced"
+            );
+            let s = c
+                .sync("g", 2, &b2.member_id, Some("worker-b"), vec![])
+                .await;
+            assert_eq!(
+                (s.error, &s.assignment[..]),
+                (0, &b"b-part"[..]),
+                "the assignment is kept"
+            );
+            assert_eq!(
+                c.heartbeat("g", 2, &a.member_id, None),
+                0,
+                "a saw no rebalance"
+            );
         });
     }
 }
