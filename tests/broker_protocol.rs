@@ -427,3 +427,56 @@ fn deleted_topics_lose_their_data_and_can_be_created_again() {
         "a recreated topic starts empty"
     );
 }
+
+#[test]
+fn simple_consumer_commits_and_batched_offset_fetch() {
+    use kafka_protocol::messages::{
+        offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
+        offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics},
+        GroupId, OffsetCommitRequest, OffsetFetchRequest,
+    };
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    let port = broker.port;
+    let commit = |group: &str, offset: i64| {
+        let mut p = OffsetCommitRequestPartition::default();
+        p.partition_index = 0;
+        p.committed_offset = offset;
+        let mut t = OffsetCommitRequestTopic::default();
+        t.name = name("t");
+        t.partitions = vec![p];
+        let mut req = OffsetCommitRequest::default();
+        req.group_id = GroupId(StrBytes::from_string(group.to_string()));
+        req.generation_id_or_member_epoch = -1;
+        req.topics = vec![t];
+        call(&mut connect(port), &req, 8).topics[0].partitions[0].error_code
+    };
+    assert_eq!(
+        commit("g-a", 42),
+        0,
+        "a group without members takes simple commits"
+    );
+    assert_eq!(commit("g-a", 7), 0, "and resets backwards");
+    let group = |id: &str| {
+        let mut g = OffsetFetchRequestGroup::default();
+        g.group_id = GroupId(StrBytes::from_string(id.to_string()));
+        let mut t = OffsetFetchRequestTopics::default();
+        t.name = name("t");
+        t.partition_indexes = vec![0];
+        g.topics = Some(vec![t]);
+        g
+    };
+    let mut req = OffsetFetchRequest::default();
+    req.groups = vec![group("g-a"), group("g-b")];
+    let r = call(&mut connect(port), &req, 8);
+    let offsets: Vec<i64> = r
+        .groups
+        .iter()
+        .map(|g| g.topics[0].partitions[0].committed_offset)
+        .collect();
+    assert_eq!(
+        offsets,
+        vec![7, -1],
+        "each group answered in one batched request"
+    );
+}

@@ -27,7 +27,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 4),
     (ApiKey::OffsetCommit, 2, 8),
-    (ApiKey::OffsetFetch, 1, 7),
+    (ApiKey::OffsetFetch, 1, 8),
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),

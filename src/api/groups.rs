@@ -313,79 +313,133 @@ pub async fn offset_commit(ctx: &ShardContext, request: &Request) -> Option<Byte
     encode(request, version, &response)
 }
 
-/// OffsetFetch for one group (v1–7): the requested partitions, or all of the group's.
+/// Committed offsets of `group`: of the requested partitions (unknown ones as `None`),
+/// or of every partition the group committed when `topics` is `None`.
+type FetchedOffsets = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
+
+fn lookup(
+    ctx: &ShardContext,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> Result<FetchedOffsets, String> {
+    let store = ctx.coordinator.store();
+    let mut out: FetchedOffsets = Vec::new();
+    match topics {
+        Some(topics) => {
+            for (topic, partitions) in topics {
+                let mut found = Vec::with_capacity(partitions.len());
+                for p in partitions {
+                    let stored = match u32::try_from(p) {
+                        Ok(p32) => store.fetch(group, &topic, p32).map_err(|e| e.to_string())?,
+                        Err(_) => None,
+                    };
+                    found.push((p, stored));
+                }
+                out.push((topic, found));
+            }
+        }
+        None => {
+            for (topic, p, c) in store.fetch_group(group).map_err(|e| e.to_string())? {
+                match out.iter_mut().find(|(t, _)| *t == topic) {
+                    Some((_, found)) => found.push((p as i32, Some(c))),
+                    None => out.push((topic, vec![(p as i32, Some(c))])),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// OffsetFetch: one group (v1–7) or a batch of groups (v8), each answered by its own
+/// error code when it is not coordinated here.
 pub async fn offset_fetch(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
+    use kafka_protocol::messages::offset_fetch_response::{
+        OffsetFetchResponseGroup, OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
+    };
     let req: OffsetFetchRequest = decode_body(request)?;
     let version = request.version();
-    let group = req.group_id.0.as_str();
     let mut response = OffsetFetchResponse::default();
+    let value = |stored: &Option<CommittedOffset>| match stored {
+        Some(c) => (c.offset, c.leader_epoch, s(&c.metadata)),
+        None => (-1, -1, StrBytes::default()),
+    };
+    if version >= 8 {
+        for g in &req.groups {
+            let mut out = OffsetFetchResponseGroup::default();
+            out.group_id = g.group_id.clone();
+            let group = g.group_id.0.as_str();
+            if !owns(ctx, group) {
+                out.error_code = ResponseError::NotCoordinator.code();
+                response.groups.push(out);
+                continue;
+            }
+            let wanted = g.topics.as_ref().map(|ts| {
+                ts.iter()
+                    .map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone()))
+                    .collect()
+            });
+            match lookup(ctx, group, wanted) {
+                Ok(found) => {
+                    for (topic, partitions) in found {
+                        let mut t = OffsetFetchResponseTopics::default();
+                        t.name = super::topic_name(&topic);
+                        for (p, stored) in partitions {
+                            let (offset, epoch, metadata) = value(&stored);
+                            let mut r = OffsetFetchResponsePartitions::default();
+                            r.partition_index = p;
+                            r.committed_offset = offset;
+                            r.committed_leader_epoch = epoch;
+                            r.metadata = Some(metadata);
+                            t.partitions.push(r);
+                        }
+                        out.topics.push(t);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(group, error = %e, "offset fetch failed");
+                    out.error_code = ResponseError::KafkaStorageError.code();
+                }
+            }
+            response.groups.push(out);
+        }
+        return encode(request, version, &response);
+    }
+    let group = req.group_id.0.as_str();
     if !owns(ctx, group) {
         if version >= 2 {
             response.error_code = ResponseError::NotCoordinator.code();
         }
         return encode(request, version, &response);
     }
-    let store = ctx.coordinator.store();
-    let partition = |p: i32, stored: Option<CommittedOffset>| {
-        let mut r = OffsetFetchResponsePartition::default();
-        r.partition_index = p;
-        match stored {
-            Some(c) => {
-                r.committed_offset = c.offset;
-                if version >= 5 {
-                    r.committed_leader_epoch = c.leader_epoch;
+    let wanted = req.topics.as_ref().map(|ts| {
+        ts.iter()
+            .map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone()))
+            .collect()
+    });
+    match lookup(ctx, group, wanted) {
+        Ok(found) => {
+            for (topic, partitions) in found {
+                let mut t = OffsetFetchResponseTopic::default();
+                t.name = super::topic_name(&topic);
+                for (p, stored) in partitions {
+                    let (offset, epoch, metadata) = value(&stored);
+                    let mut r = OffsetFetchResponsePartition::default();
+                    r.partition_index = p;
+                    r.committed_offset = offset;
+                    if version >= 5 {
+                        r.committed_leader_epoch = epoch;
+                    }
+                    r.metadata = Some(metadata);
+                    t.partitions.push(r);
                 }
-                r.metadata = Some(s(&c.metadata));
-            }
-            None => {
-                r.committed_offset = -1;
-                r.metadata = Some(StrBytes::default());
+                response.topics.push(t);
             }
         }
-        r
-    };
-    let result: Result<(), String> = (|| {
-        match &req.topics {
-            Some(topics) => {
-                for t in topics {
-                    let mut out = OffsetFetchResponseTopic::default();
-                    out.name = t.name.clone();
-                    for &p in &t.partition_indexes {
-                        let stored = match u32::try_from(p) {
-                            Ok(p32) => store
-                                .fetch(group, t.name.0.as_str(), p32)
-                                .map_err(|e| e.to_string())?,
-                            Err(_) => None,
-                        };
-                        out.partitions.push(partition(p, stored));
-                    }
-                    response.topics.push(out);
-                }
+        Err(e) => {
+            tracing::error!(group, error = %e, "offset fetch failed");
+            if version >= 2 {
+                response.error_code = ResponseError::KafkaStorageError.code();
             }
-            None => {
-                for (topic, p, c) in store.fetch_group(group).map_err(|e| e.to_string())? {
-                    match response
-                        .topics
-                        .iter_mut()
-                        .find(|t| t.name.0.as_str() == topic)
-                    {
-                        Some(t) => t.partitions.push(partition(p as i32, Some(c))),
-                        None => {
-                            let mut out = OffsetFetchResponseTopic::default();
-                            out.name = super::topic_name(&topic);
-                            out.partitions.push(partition(p as i32, Some(c)));
-                            response.topics.push(out);
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    })();
-    if let Err(e) = result {
-        tracing::error!(group, error = %e, "offset fetch failed");
-        if version >= 2 {
-            response.error_code = ResponseError::KafkaStorageError.code();
         }
     }
     encode(request, version, &response)
