@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod api;
 pub mod config;
 pub mod group;

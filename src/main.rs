@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use weir::config::{BrokerConfig, ConfigOverrides};
+use weir::{
+    admin::commands::{Admin, AdminError, ResetTarget},
+    config::{BrokerConfig, ConfigOverrides},
+};
 
 /// Survives requests that claim absurd array lengths; see `weir::reserve_alloc`.
 #[global_allocator]
@@ -22,7 +25,85 @@ struct Cli {
 enum Command {
     /// Run the broker. Every option can also be set in the TOML file given with
     /// --config (same names, e.g. `flush-interval = "5ms"`); a flag wins over the file.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
+    /// Manage topics on a running broker.
+    Topics {
+        /// Any broker of the cluster.
+        #[arg(
+            long,
+            default_value = "127.0.0.1:9092",
+            value_name = "HOST:PORT",
+            global = true
+        )]
+        bootstrap: String,
+        #[command(subcommand)]
+        command: TopicsCommand,
+    },
+    /// Inspect consumer groups and reset their offsets on a running broker.
+    Groups {
+        /// Any broker of the cluster.
+        #[arg(
+            long,
+            default_value = "127.0.0.1:9092",
+            value_name = "HOST:PORT",
+            global = true
+        )]
+        bootstrap: String,
+        #[command(subcommand)]
+        command: GroupsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum TopicsCommand {
+    /// List topics with their partition counts.
+    List,
+    /// Create a topic.
+    Create {
+        /// Topic name.
+        name: String,
+        /// Number of partitions.
+        #[arg(long, default_value_t = 1)]
+        partitions: i32,
+    },
+    /// Show each partition's leader (shard), log start offset and high watermark.
+    Describe {
+        /// Topic name.
+        name: String,
+    },
+    /// Delete a topic and its data.
+    Delete {
+        /// Topic name.
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum GroupsCommand {
+    /// List consumer groups and their states.
+    List,
+    /// Show members, assignments, committed offsets, log end offsets and lag.
+    Describe {
+        /// Group id.
+        group: String,
+    },
+    /// Move a group's committed offsets; refused while the group has members.
+    ResetOffsets {
+        /// Group id.
+        group: String,
+        /// Topic whose partitions to reset.
+        #[arg(long)]
+        topic: String,
+        /// To each partition's log start offset.
+        #[arg(long, group = "target")]
+        to_earliest: bool,
+        /// To each partition's high watermark.
+        #[arg(long, group = "target")]
+        to_latest: bool,
+        /// To this offset on every partition.
+        #[arg(long, group = "target", value_name = "N")]
+        to_offset: Option<i64>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -106,8 +187,53 @@ impl ServeArgs {
     }
 }
 
+fn admin(
+    bootstrap: &str,
+    run: impl FnOnce(&mut Admin) -> Result<String, AdminError>,
+) -> anyhow::Result<()> {
+    let mut session =
+        Admin::connect(bootstrap).with_context(|| format!("connecting to {bootstrap}"))?;
+    print!("{}", run(&mut session)?);
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
-    let Command::Serve(args) = Cli::parse().command;
+    let args = match Cli::parse().command {
+        Command::Serve(args) => args,
+        Command::Topics { bootstrap, command } => {
+            return admin(&bootstrap, |a| match command {
+                TopicsCommand::List => a.topics_list(),
+                TopicsCommand::Create { name, partitions } => a.topics_create(&name, partitions),
+                TopicsCommand::Describe { name } => a.topics_describe(&name),
+                TopicsCommand::Delete { name } => a.topics_delete(&name),
+            })
+        }
+        Command::Groups { bootstrap, command } => {
+            return admin(&bootstrap, |a| match command {
+                GroupsCommand::List => a.groups_list(),
+                GroupsCommand::Describe { group } => a.groups_describe(&group),
+                GroupsCommand::ResetOffsets {
+                    group,
+                    topic,
+                    to_earliest,
+                    to_latest,
+                    to_offset,
+                } => {
+                    let target = match (to_earliest, to_latest, to_offset) {
+                        (true, _, _) => ResetTarget::Earliest,
+                        (_, true, _) => ResetTarget::Latest,
+                        (_, _, Some(n)) => ResetTarget::Offset(n),
+                        _ => {
+                            return Err(AdminError::Refused(
+                                "say where to: --to-earliest, --to-latest or --to-offset N".into(),
+                            ))
+                        }
+                    };
+                    a.groups_reset_offsets(&group, &topic, target)
+                }
+            })
+        }
+    };
     let (file, flags) = args.overrides();
     let from_file = match &file {
         Some(path) => ConfigOverrides::from_file(path)?,

@@ -1,0 +1,441 @@
+//! The admin commands. Each returns the text to print, or an error naming what failed
+//! with Kafka's error name.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kafka_protocol::{
+    messages::{
+        create_topics_request::CreatableTopic,
+        list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
+        metadata_request::MetadataRequestTopic,
+        offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
+        BrokerId, ConsumerProtocolAssignment, CreateTopicsRequest, DeleteTopicsRequest,
+        DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest,
+        ListOffsetsRequest, MetadataRequest, MetadataResponse, OffsetCommitRequest,
+        OffsetFetchRequest, TopicName,
+    },
+    protocol::{Decodable, StrBytes},
+    ResponseError,
+};
+
+use super::wire::{Connection, WireError};
+
+/// Why an admin command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// Talking to the broker failed.
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// The broker answered with an error.
+    #[error("{what}: {error}")]
+    Kafka {
+        /// What was attempted.
+        what: String,
+        /// Kafka's error.
+        error: String,
+    },
+    /// The command refused to act.
+    #[error("{0}")]
+    Refused(String),
+}
+
+type Result<T> = std::result::Result<T, AdminError>;
+
+fn check(code: i16, what: impl Into<String>) -> Result<()> {
+    match ResponseError::try_from_code(code) {
+        None => Ok(()),
+        Some(e) => Err(AdminError::Kafka {
+            what: what.into(),
+            error: format!("{e:?} ({code})"),
+        }),
+    }
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+/// A group member as DescribeGroups shows it: member id, client id, assigned partitions.
+type GroupMember = (String, String, Vec<(String, i32)>);
+
+/// Where `reset-offsets` moves a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetTarget {
+    /// Each partition's log start offset.
+    Earliest,
+    /// Each partition's high watermark.
+    Latest,
+    /// This offset on every partition.
+    Offset(i64),
+}
+
+/// A session with a cluster: the bootstrap connection and one per broker.
+pub struct Admin {
+    bootstrap: Connection,
+    brokers: BTreeMap<i32, String>,
+    connections: HashMap<i32, Connection>,
+}
+
+impl Admin {
+    /// Connects to `bootstrap` and learns the brokers.
+    pub fn connect(bootstrap: &str) -> Result<Admin> {
+        let mut admin = Admin {
+            bootstrap: Connection::open(bootstrap)?,
+            brokers: BTreeMap::new(),
+            connections: HashMap::new(),
+        };
+        let m = admin.metadata(Some(Vec::new()))?;
+        admin.brokers = m
+            .brokers
+            .iter()
+            .map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port)))
+            .collect();
+        Ok(admin)
+    }
+
+    fn node(&mut self, id: i32) -> Result<&mut Connection> {
+        if !self.connections.contains_key(&id) {
+            let addr = self.brokers.get(&id).ok_or_else(|| {
+                AdminError::Refused(format!("broker {id} is not in the cluster metadata"))
+            })?;
+            let c = Connection::open(addr)?;
+            self.connections.insert(id, c);
+        }
+        Ok(self.connections.get_mut(&id).expect("inserted"))
+    }
+
+    fn metadata(&mut self, topics: Option<Vec<String>>) -> Result<MetadataResponse> {
+        let mut req = MetadataRequest::default();
+        req.topics = topics.map(|ts| {
+            ts.iter()
+                .map(|t| {
+                    let mut r = MetadataRequestTopic::default();
+                    r.name = Some(name(t));
+                    r
+                })
+                .collect()
+        });
+        Ok(self.bootstrap.call(&req, 12)?)
+    }
+
+    /// `topics list`: every topic with its partition count.
+    pub fn topics_list(&mut self) -> Result<String> {
+        let m = self.metadata(None)?;
+        let mut out = String::from("TOPIC\tPARTITIONS\n");
+        let mut topics: Vec<_> = m.topics.iter().collect();
+        topics.sort_by_key(|t| t.name.as_ref().map(|n| n.0.as_str().to_string()));
+        for t in topics {
+            let n = t.name.as_ref().map_or("", |n| n.0.as_str());
+            out.push_str(&format!("{n}\t{}\n", t.partitions.len()));
+        }
+        Ok(out)
+    }
+
+    /// `topics create NAME --partitions N`.
+    pub fn topics_create(&mut self, topic: &str, partitions: i32) -> Result<String> {
+        let mut t = CreatableTopic::default();
+        t.name = name(topic);
+        t.num_partitions = partitions;
+        t.replication_factor = -1;
+        let mut req = CreateTopicsRequest::default();
+        req.topics = vec![t];
+        req.timeout_ms = 30_000;
+        let r = self.bootstrap.call(&req, 7)?;
+        let result = r
+            .topics
+            .first()
+            .ok_or_else(|| AdminError::Refused("empty CreateTopics answer".into()))?;
+        check(result.error_code, format!("create topic {topic}"))?;
+        Ok(format!(
+            "created topic {topic} with {partitions} partitions\n"
+        ))
+    }
+
+    /// `topics delete NAME`.
+    pub fn topics_delete(&mut self, topic: &str) -> Result<String> {
+        let mut req = DeleteTopicsRequest::default();
+        req.topic_names = vec![name(topic)];
+        req.timeout_ms = 30_000;
+        let r = self.bootstrap.call(&req, 5)?;
+        let result = r
+            .responses
+            .first()
+            .ok_or_else(|| AdminError::Refused("empty DeleteTopics answer".into()))?;
+        check(result.error_code, format!("delete topic {topic}"))?;
+        Ok(format!("deleted topic {topic}\n"))
+    }
+
+    /// Earliest or latest offsets of partitions, asked of each partition's leader.
+    fn offsets(
+        &mut self,
+        leaders: &[(String, i32, i32)],
+        timestamp: i64,
+    ) -> Result<HashMap<(String, i32), i64>> {
+        let mut by_leader: BTreeMap<i32, Vec<(String, i32)>> = BTreeMap::new();
+        for (topic, p, leader) in leaders {
+            by_leader
+                .entry(*leader)
+                .or_default()
+                .push((topic.clone(), *p));
+        }
+        let mut out = HashMap::new();
+        for (leader, parts) in by_leader {
+            let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+            for (t, p) in parts {
+                topics.entry(t).or_default().push(p);
+            }
+            let mut req = ListOffsetsRequest::default();
+            req.replica_id = BrokerId(-1);
+            req.topics = topics
+                .into_iter()
+                .map(|(t, ps)| {
+                    let mut lt = ListOffsetsTopic::default();
+                    lt.name = name(&t);
+                    lt.partitions = ps
+                        .into_iter()
+                        .map(|p| {
+                            let mut lp = ListOffsetsPartition::default();
+                            lp.partition_index = p;
+                            lp.timestamp = timestamp;
+                            lp
+                        })
+                        .collect();
+                    lt
+                })
+                .collect();
+            let r = self.node(leader)?.call(&req, 7)?;
+            for t in r.topics {
+                for p in t.partitions {
+                    check(
+                        p.error_code,
+                        format!("offsets of {}-{}", t.name.0.as_str(), p.partition_index),
+                    )?;
+                    out.insert((t.name.0.as_str().to_string(), p.partition_index), p.offset);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn leaders(&mut self, topic: &str) -> Result<Vec<(String, i32, i32)>> {
+        let m = self.metadata(Some(vec![topic.to_string()]))?;
+        let t = m
+            .topics
+            .first()
+            .ok_or_else(|| AdminError::Refused(format!("no metadata for {topic}")))?;
+        check(t.error_code, format!("topic {topic}"))?;
+        let mut out: Vec<_> = t
+            .partitions
+            .iter()
+            .map(|p| (topic.to_string(), p.partition_index, p.leader_id.0))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// `topics describe NAME`: each partition's leader (shard) and offsets.
+    pub fn topics_describe(&mut self, topic: &str) -> Result<String> {
+        let leaders = self.leaders(topic)?;
+        let earliest = self.offsets(&leaders, -2)?;
+        let latest = self.offsets(&leaders, -1)?;
+        let mut out = format!(
+            "topic {topic}: {} partitions\nPARTITION\tLEADER\tLOG-START\tHIGH-WATERMARK\n",
+            leaders.len()
+        );
+        for (t, p, leader) in &leaders {
+            let key = (t.clone(), *p);
+            out.push_str(&format!(
+                "{p}\t{leader}\t{}\t{}\n",
+                earliest[&key], latest[&key]
+            ));
+        }
+        Ok(out)
+    }
+
+    /// `groups list`: every group on every broker.
+    pub fn groups_list(&mut self) -> Result<String> {
+        let mut groups = Vec::new();
+        let ids: Vec<i32> = self.brokers.keys().copied().collect();
+        for id in ids {
+            let r = self.node(id)?.call(&ListGroupsRequest::default(), 4)?;
+            check(r.error_code, format!("list groups on broker {id}"))?;
+            for g in r.groups {
+                groups.push((
+                    g.group_id.0.as_str().to_string(),
+                    g.group_state.as_str().to_string(),
+                ));
+            }
+        }
+        groups.sort();
+        let mut out = String::from("GROUP\tSTATE\n");
+        for (g, state) in groups {
+            out.push_str(&format!("{g}\t{state}\n"));
+        }
+        Ok(out)
+    }
+
+    fn coordinator(&mut self, group: &str) -> Result<i32> {
+        let mut req = FindCoordinatorRequest::default();
+        req.key = StrBytes::from_string(group.to_string());
+        let r = self.bootstrap.call(&req, 3)?;
+        check(r.error_code, format!("find coordinator of {group}"))?;
+        Ok(r.node_id.0)
+    }
+
+    fn group_state(&mut self, coordinator: i32, group: &str) -> Result<(String, Vec<GroupMember>)> {
+        let mut req = DescribeGroupsRequest::default();
+        req.groups = vec![GroupId(StrBytes::from_string(group.to_string()))];
+        let r = self.node(coordinator)?.call(&req, 5)?;
+        let g = r
+            .groups
+            .into_iter()
+            .next()
+            .ok_or_else(|| AdminError::Refused("empty DescribeGroups answer".into()))?;
+        check(g.error_code, format!("describe group {group}"))?;
+        let members = g
+            .members
+            .iter()
+            .map(|m| {
+                let mut assignment = Vec::new();
+                let mut bytes = m.member_assignment.clone();
+                if bytes.len() >= 2 {
+                    let version = i16::from_be_bytes([bytes[0], bytes[1]]);
+                    bytes = bytes.slice(2..);
+                    if let Ok(a) =
+                        ConsumerProtocolAssignment::decode(&mut bytes, version.clamp(0, 3))
+                    {
+                        for tp in a.assigned_partitions {
+                            for p in tp.partitions {
+                                assignment.push((tp.topic.0.as_str().to_string(), p));
+                            }
+                        }
+                    }
+                }
+                (
+                    m.member_id.as_str().to_string(),
+                    m.client_id.as_str().to_string(),
+                    assignment,
+                )
+            })
+            .collect();
+        Ok((g.group_state.as_str().to_string(), members))
+    }
+
+    fn committed(&mut self, coordinator: i32, group: &str) -> Result<BTreeMap<(String, i32), i64>> {
+        let mut req = OffsetFetchRequest::default();
+        req.group_id = GroupId(StrBytes::from_string(group.to_string()));
+        req.topics = None;
+        let r = self.node(coordinator)?.call(&req, 7)?;
+        check(r.error_code, format!("committed offsets of {group}"))?;
+        let mut out = BTreeMap::new();
+        for t in r.topics {
+            for p in t.partitions {
+                if p.committed_offset >= 0 {
+                    out.insert(
+                        (t.name.0.as_str().to_string(), p.partition_index),
+                        p.committed_offset,
+                    );
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `groups describe GROUP`: state, members with their partitions, and per partition
+    /// the committed offset, log end offset and lag.
+    pub fn groups_describe(&mut self, group: &str) -> Result<String> {
+        let coordinator = self.coordinator(group)?;
+        let (state, members) = self.group_state(coordinator, group)?;
+        let committed = self.committed(coordinator, group)?;
+        let mut owner: HashMap<(String, i32), String> = HashMap::new();
+        let mut out = format!(
+            "group {group}: {state}, {} members\nMEMBER\tCLIENT\tPARTITIONS\n",
+            members.len()
+        );
+        for (id, client, assignment) in &members {
+            let parts: Vec<String> = assignment.iter().map(|(t, p)| format!("{t}-{p}")).collect();
+            out.push_str(&format!("{id}\t{client}\t{}\n", parts.join(",")));
+            for tp in assignment {
+                owner.insert(tp.clone(), id.clone());
+            }
+        }
+        let mut topics: Vec<String> = committed.keys().map(|(t, _)| t.clone()).collect();
+        topics.extend(owner.keys().map(|(t, _)| t.clone()));
+        topics.sort();
+        topics.dedup();
+        out.push_str("TOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tMEMBER\n");
+        for topic in topics {
+            let leaders = self.leaders(&topic)?;
+            let ends = self.offsets(&leaders, -1)?;
+            for (t, p, _) in leaders {
+                let key = (t.clone(), p);
+                let end = ends[&key];
+                let (c, lag) = match committed.get(&key) {
+                    Some(c) => (c.to_string(), (end - c).max(0).to_string()),
+                    None => ("-".into(), "-".into()),
+                };
+                let member = owner.get(&key).map_or("-", String::as_str);
+                out.push_str(&format!("{t}\t{p}\t{c}\t{end}\t{lag}\t{member}\n"));
+            }
+        }
+        Ok(out)
+    }
+
+    /// `groups reset-offsets GROUP --topic T --to-…`: refused while the group has
+    /// members, as Kafka's tool does.
+    pub fn groups_reset_offsets(
+        &mut self,
+        group: &str,
+        topic: &str,
+        target: ResetTarget,
+    ) -> Result<String> {
+        let coordinator = self.coordinator(group)?;
+        let (state, members) = self.group_state(coordinator, group)?;
+        if !members.is_empty() {
+            return Err(AdminError::Refused(format!(
+                "group {group} has {} active members (state {state}): stop its consumers before resetting offsets",
+                members.len()
+            )));
+        }
+        let leaders = self.leaders(topic)?;
+        let targets: Vec<((String, i32), i64)> = match target {
+            ResetTarget::Earliest => self.offsets(&leaders, -2)?.into_iter().collect(),
+            ResetTarget::Latest => self.offsets(&leaders, -1)?.into_iter().collect(),
+            ResetTarget::Offset(o) => leaders
+                .iter()
+                .map(|(t, p, _)| ((t.clone(), *p), o))
+                .collect(),
+        };
+        let mut t = OffsetCommitRequestTopic::default();
+        t.name = name(topic);
+        t.partitions = targets
+            .iter()
+            .map(|((_, p), o)| {
+                let mut cp = OffsetCommitRequestPartition::default();
+                cp.partition_index = *p;
+                cp.committed_offset = *o;
+                cp
+            })
+            .collect();
+        let mut req = OffsetCommitRequest::default();
+        req.group_id = GroupId(StrBytes::from_string(group.to_string()));
+        req.generation_id_or_member_epoch = -1;
+        req.topics = vec![t];
+        let r = self.node(coordinator)?.call(&req, 8)?;
+        for rt in &r.topics {
+            for p in &rt.partitions {
+                check(
+                    p.error_code,
+                    format!("reset {group} on {topic}-{}", p.partition_index),
+                )?;
+            }
+        }
+        let mut sorted = targets;
+        sorted.sort();
+        let mut out = format!("reset group {group} on topic {topic}:\n");
+        for ((_, p), o) in sorted {
+            out.push_str(&format!("{topic}-{p}\t{o}\n"));
+        }
+        Ok(out)
+    }
+}

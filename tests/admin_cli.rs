@@ -1,0 +1,156 @@
+//! `weir topics …` and `weir groups …` against a running broker.
+
+#[allow(dead_code)]
+mod common;
+
+use std::process::Command;
+
+use bytes::Bytes;
+use common::{
+    broker::Broker,
+    kafka_client::{call, connect},
+    scratch_dir,
+};
+use kafka_protocol::{
+    messages::{
+        join_group_request::JoinGroupRequestProtocol,
+        produce_request::{PartitionProduceData, TopicProduceData},
+        GroupId, JoinGroupRequest, ProduceRequest, SyncGroupRequest, TopicName,
+    },
+    protocol::StrBytes,
+    ResponseError,
+};
+use weir::storage::record_batch::build_batch;
+
+fn weir(broker: &Broker, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .args(["--bootstrap", &broker.bootstrap()])
+        .output()
+        .expect("run weir");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+fn produce_to_every_partition(broker: &Broker, topic: &str, partitions: i32) {
+    for p in 0..partitions {
+        for shard in 0..broker.shards as u16 {
+            let mut data = PartitionProduceData::default();
+            data.index = p;
+            data.records = Some(Bytes::from(build_batch(5, b"x", 0)));
+            let mut t = TopicProduceData::default();
+            t.name = TopicName(StrBytes::from_string(topic.to_string()));
+            t.partition_data = vec![data];
+            let mut req = ProduceRequest::default();
+            req.acks = -1;
+            req.timeout_ms = 5000;
+            req.topic_data = vec![t];
+            let r = call(&mut connect(broker.port + shard), &req, 9);
+            if r.responses[0].partition_responses[0].error_code == 0 {
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn topics_and_groups_commands_work_against_a_running_broker() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    let (ok, out) = weir(
+        &broker,
+        &["topics", "create", "orders", "--partitions", "4"],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = weir(&broker, &["topics", "list"]);
+    assert!(ok && out.contains("orders\t4"), "{out}");
+    produce_to_every_partition(&broker, "orders", 4);
+    let (ok, out) = weir(&broker, &["topics", "describe", "orders"]);
+    assert!(ok, "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.ends_with("\t0\t5")).count(),
+        4,
+        "each partition 0..5: {out}"
+    );
+
+    // A simple consumer's offsets, then a reset to earliest and to an explicit offset.
+    let (ok, out) = weir(
+        &broker,
+        &[
+            "groups",
+            "reset-offsets",
+            "g",
+            "--topic",
+            "orders",
+            "--to-latest",
+        ],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = weir(&broker, &["groups", "describe", "g"]);
+    assert!(
+        ok && out.contains("orders\t0\t5\t5\t0\t-"),
+        "committed 5, lag 0: {out}"
+    );
+    let (ok, out) = weir(
+        &broker,
+        &[
+            "groups",
+            "reset-offsets",
+            "g",
+            "--topic",
+            "orders",
+            "--to-offset",
+            "2",
+        ],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = weir(&broker, &["groups", "describe", "g"]);
+    assert!(
+        ok && out.contains("orders\t3\t2\t5\t3\t-"),
+        "committed 2, lag 3: {out}"
+    );
+    let (ok, out) = weir(&broker, &["groups", "list"]);
+    assert!(ok && out.contains("g\tEmpty"), "{out}");
+
+    // With a member in the group, a reset is refused and says why.
+    let coordinator = broker.port + weir::metadata::placement::group_shard("g", 2).0 as u16;
+    let mut join = JoinGroupRequest::default();
+    join.group_id = GroupId(StrBytes::from_static_str("g"));
+    join.session_timeout_ms = 30_000;
+    join.rebalance_timeout_ms = 30_000;
+    join.protocol_type = StrBytes::from_static_str("consumer");
+    let mut protocol = JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    join.protocols = vec![protocol];
+    let mut s = connect(coordinator);
+    let first = call(&mut s, &join, 7);
+    assert_eq!(first.error_code, ResponseError::MemberIdRequired.code());
+    join.member_id = first.member_id;
+    let joined = call(&mut s, &join, 7);
+    assert_eq!(joined.error_code, 0);
+    let mut sync = SyncGroupRequest::default();
+    sync.group_id = GroupId(StrBytes::from_static_str("g"));
+    sync.generation_id = joined.generation_id;
+    sync.member_id = joined.member_id.clone();
+    assert_eq!(call(&mut s, &sync, 5).error_code, 0);
+    let (ok, out) = weir(
+        &broker,
+        &[
+            "groups",
+            "reset-offsets",
+            "g",
+            "--topic",
+            "orders",
+            "--to-earliest",
+        ],
+    );
+    assert!(!ok && out.contains("active members"), "{out}");
+    let (ok, out) = weir(&broker, &["groups", "describe", "g"]);
+    assert!(ok && out.contains("Stable, 1 members"), "{out}");
+
+    let (ok, out) = weir(&broker, &["topics", "delete", "orders"]);
+    assert!(ok, "{out}");
+    let (ok, out) = weir(&broker, &["topics", "create", "bad/name"]);
+    assert!(!ok && out.contains("InvalidTopicException"), "{out}");
+}
