@@ -123,6 +123,12 @@ fn topics_and_groups_commands_work_against_a_running_broker() {
     let mut protocol = JoinGroupRequestProtocol::default();
     protocol.name = StrBytes::from_static_str("range");
     join.protocols = vec![protocol];
+    let elsewhere = broker.port + (1 - weir::metadata::placement::group_shard("g", 2).0 as u16);
+    assert_eq!(
+        call(&mut connect(elsewhere), &join, 7).error_code,
+        ResponseError::NotCoordinator.code(),
+        "the other shard is not g's coordinator"
+    );
     let mut s = connect(coordinator);
     let first = call(&mut s, &join, 7);
     assert_eq!(first.error_code, ResponseError::MemberIdRequired.code());
