@@ -174,3 +174,14 @@ fn fifty_members_churn_into_a_stable_group_and_a_killed_member_is_replaced() {
     ];
     run_script("groups_churn.py", &broker, &args);
 }
+
+#[test]
+fn a_restarted_static_member_gets_its_partitions_back_without_a_rebalance() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    run_script(
+        "groups_static.py",
+        &broker,
+        &[broker.bootstrap(), "static-topic".into()],
+    );
+}

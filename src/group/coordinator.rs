@@ -207,19 +207,7 @@ impl Group {
         self.state = GroupState::CompletingRebalance;
         let leader = self.leader.clone().unwrap_or_default();
         let protocol = self.protocol.clone();
-        let metadata: Vec<(String, Option<String>, Bytes)> = self
-            .members
-            .iter()
-            .map(|(id, m)| {
-                let meta = m
-                    .protocols
-                    .iter()
-                    .find(|(name, _)| Some(name) == protocol.as_ref())
-                    .map(|(_, meta)| meta.clone())
-                    .unwrap_or_default();
-                (id.clone(), m.instance_id.clone(), meta)
-            })
-            .collect();
+        let metadata = self.member_metadata();
         for (id, m) in self.members.iter_mut() {
             m.assignment = Bytes::new();
             if let Some(reply) = m.join_reply.take() {
@@ -238,6 +226,23 @@ impl Group {
                 });
             }
         }
+    }
+
+    /// Every member with its instance id and its metadata for the chosen protocol: what
+    /// the leader's JoinGroup response carries.
+    fn member_metadata(&self) -> Vec<(String, Option<String>, Bytes)> {
+        self.members
+            .iter()
+            .map(|(id, m)| {
+                let meta = m
+                    .protocols
+                    .iter()
+                    .find(|(name, _)| Some(name) == self.protocol.as_ref())
+                    .map(|(_, meta)| meta.clone())
+                    .unwrap_or_default();
+                (id.clone(), m.instance_id.clone(), meta)
+            })
+            .collect()
     }
 
     /// The protocol with the most votes, each member voting for its first choice among
@@ -489,7 +494,16 @@ impl Coordinator {
                         if was_leader {
                             g.leader = Some(fresh.clone());
                         }
-                        if g.state == GroupState::Stable && !was_leader {
+                        if g.state == GroupState::Stable {
+                            // Kafka answers a rejoining static member with the current
+                            // generation; a rejoining leader also gets the member list,
+                            // and the assignment its SyncGroup sends is ignored (the group
+                            // is Stable, so SyncGroup returns the stored assignments).
+                            let members = if was_leader {
+                                g.member_metadata()
+                            } else {
+                                Vec::new()
+                            };
                             return JoinResult {
                                 error: 0,
                                 generation: g.generation,
@@ -497,7 +511,7 @@ impl Coordinator {
                                 protocol_name: g.protocol.clone(),
                                 leader: g.leader.clone().unwrap_or_default(),
                                 member_id: fresh,
-                                members: Vec::new(),
+                                members,
                             };
                         }
                         member_id = fresh;
