@@ -185,3 +185,61 @@ fn a_restarted_static_member_gets_its_partitions_back_without_a_rebalance() {
         &[broker.bootstrap(), "static-topic".into()],
     );
 }
+
+#[test]
+fn twenty_kill_9s_under_a_producer_and_a_consumer_group_lose_nothing_acknowledged() {
+    let dir = scratch_dir();
+    let mut broker = Broker::start(&dir.path().join("data"), 2, &["--default-partitions", "4"]);
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    let (stop, acked, commits) = (file("stop"), file("acked.txt"), file("commits.txt"));
+    let spawn = |args: [&str; 5]| {
+        Command::new("timeout")
+            .arg("300")
+            .arg(python())
+            .arg(script("kill_loop.py"))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            // librdkafka reports every refused reconnect while the broker is down.
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("client")
+    };
+    let bootstrap = broker.bootstrap();
+    let mut producer = spawn(["produce", &bootstrap, "survive", &stop, &acked]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut consumer = spawn(["consume", &bootstrap, "survive", &stop, &commits]);
+    // A fixed seed: the kill times are part of the test's identity.
+    let mut seed = 0x5eed_u64;
+    for kill in 0..20 {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let pause = 150 + (seed >> 33) % 500;
+        std::thread::sleep(std::time::Duration::from_millis(pause));
+        broker.crash_and_restart();
+        eprintln!("kill {kill} after {pause} ms");
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    std::fs::write(&stop, b"").expect("stop");
+    assert!(
+        producer.wait().expect("producer").success(),
+        "producer failed; log:\n{}",
+        broker.log()
+    );
+    assert!(
+        consumer.wait().expect("consumer").success(),
+        "consumer failed; log:\n{}",
+        broker.log()
+    );
+    run_script(
+        "kill_loop.py",
+        &broker,
+        &[
+            "check".into(),
+            broker.bootstrap(),
+            "survive".into(),
+            acked.clone(),
+            commits.clone(),
+        ],
+    );
+}

@@ -1,0 +1,101 @@
+"""Runs beside a broker that is being SIGKILLed and restarted.
+  kill_loop.py produce BOOTSTRAP TOPIC STOP_FILE ACKED_FILE
+      idempotent acks=all producer; writes "key partition offset" for every acknowledged
+      message until STOP_FILE exists
+  kill_loop.py consume BOOTSTRAP TOPIC STOP_FILE COMMITS_FILE
+      group member; after each batch commits synchronously and appends the acknowledged
+      commit ("partition offset") to COMMITS_FILE, until STOP_FILE exists
+  kill_loop.py check BOOTSTRAP TOPIC ACKED_FILE COMMITS_FILE
+      every acknowledged message is in the log exactly once at its acknowledged offset,
+      offsets are dense, and the group's committed offsets are at or after the last
+      acknowledged commit of every partition"""
+import os
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
+
+if mode == "produce":
+    stop, acked_path = sys.argv[4], sys.argv[5]
+    with open(acked_path, "w") as acked:
+        def report(err, msg):
+            if err is None:
+                acked.write(f"{msg.key().decode()} {msg.partition()} {msg.offset()}\n")
+        p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                      "linger.ms": 2, "message.timeout.ms": 120000})
+        i = 0
+        while not os.path.exists(stop):
+            try:
+                p.produce(topic, key=f"k{i}", value=f"value-{i}", on_delivery=report)
+                i += 1
+            except BufferError:
+                pass
+            p.poll(0.001 if i % 50 == 0 else 0)
+        p.flush(120)
+elif mode == "consume":
+    stop, commits_path = sys.argv[4], sys.argv[5]
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "survivors", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    c.subscribe([topic])
+    with open(commits_path, "w") as commits:
+        while not os.path.exists(stop):
+            batch = c.consume(500, 0.2)
+            last = {}
+            for m in batch:
+                if m.error() is None:
+                    last[m.partition()] = m.offset() + 1
+            if not last:
+                continue
+            try:
+                result = c.commit(offsets=[TopicPartition(topic, p, o) for p, o in last.items()], asynchronous=False)
+                for tp in result:
+                    if tp.error is None:
+                        commits.write(f"{tp.partition} {tp.offset}\n")
+                commits.flush()
+            except KafkaException:
+                pass  # not acknowledged: nothing to check for it
+    c.close()
+else:
+    acked_path, commits_path = sys.argv[4], sys.argv[5]
+    acked = {}
+    for line in open(acked_path):
+        key, partition, offset = line.split()
+        assert key not in acked, f"{key} acknowledged twice"
+        acked[key] = (int(partition), int(offset))
+    last_commit = {}
+    for line in open(commits_path):
+        partition, offset = map(int, line.split())
+        last_commit[partition] = max(last_commit.get(partition, 0), offset)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker", "enable.auto.commit": False})
+    partitions = list(c.list_topics(topic, timeout=10).topics[topic].partitions)
+    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+    c.assign([TopicPartition(topic, p, 0) for p in partitions])
+    stored, expected_next = {}, {p: 0 for p in partitions}
+    remaining, idle = sum(ends.values()), 0
+    while remaining > 0 and idle < 100:
+        m = c.poll(0.2)
+        if m is None:
+            idle += 1
+            continue
+        assert m.error() is None, m.error()
+        assert m.offset() == expected_next[m.partition()], f"offsets not dense in {m.partition()}"
+        expected_next[m.partition()] = m.offset() + 1
+        key = m.key().decode()
+        assert key not in stored, f"{key} stored twice: {stored[key]} and {(m.partition(), m.offset())}"
+        assert m.value().decode() == f"value-{key[1:]}", f"{key} altered"
+        stored[key] = (m.partition(), m.offset())
+        remaining -= 1
+    assert remaining == 0, f"{remaining} messages below the high watermarks could not be read"
+    for key, where in acked.items():
+        assert stored.get(key) == where, f"acknowledged {key} at {where}, log has {stored.get(key)}"
+    committed = c.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+    c.close()
+    g = Consumer({"bootstrap.servers": bootstrap, "group.id": "survivors", "enable.auto.commit": False})
+    committed = {tp.partition: tp.offset for tp in g.committed([TopicPartition(topic, p) for p in partitions], timeout=10)}
+    g.close()
+    for p, offset in last_commit.items():
+        assert committed.get(p, -1) >= offset, f"partition {p}: committed {committed.get(p)} < acknowledged {offset}"
+    print(f"{len(acked)} acknowledged messages intact at their offsets among {len(stored)} stored; "
+          f"{len(last_commit)} partitions' commits kept")
