@@ -32,7 +32,10 @@ def settle(consumers, timeout=90):
         for c in consumers:
             c.poll(0)
         owned = [tp.partition for c in consumers for tp in c.assignment()]
-        if sorted(owned) == list(range(partitions)):
+        # With no more members than partitions, everyone must hold some: otherwise the
+        # check could pass on the old members before the new ones were assigned.
+        everyone = len(consumers) > partitions or all(c.assignment() for c in consumers)
+        if sorted(owned) == list(range(partitions)) and everyone:
             # Stable for a moment, not caught between revocation and assignment.
             time.sleep(0.5)
             for c in consumers:

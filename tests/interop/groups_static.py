@@ -28,7 +28,8 @@ def settle(consumers, timeout=30):
         for c in consumers:
             c.poll(0.05)
         owned = sorted(tp.partition for c in consumers for tp in c.assignment())
-        if owned == [0, 1, 2, 3]:
+        # Every member holds partitions: not a moment before the second one joined.
+        if owned == [0, 1, 2, 3] and all(c.assignment() for c in consumers):
             return
     raise AssertionError("group did not settle")
 
