@@ -6,49 +6,10 @@
 #[allow(dead_code)]
 mod common;
 
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::time::Duration;
 
-use common::*;
+use common::{loop_mount::mount_small_ext4, *};
 use weir::storage::{Clock, LogConfig, Offset, StorageError};
-
-struct Mount(PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        // Lazily: glommio closes dropped files on its next I/O cycle, which a finished
-        // executor never runs, so the mount can still be busy until the test process
-        // exits. A lazy unmount detaches it now and frees it then.
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
-fn mount_small_ext4(dir: &std::path::Path, mib: u64) -> Result<Mount, String> {
-    let image = dir.join("disk.img");
-    let mnt = dir.join("mnt");
-    std::fs::create_dir_all(&mnt).map_err(|e| e.to_string())?;
-    std::fs::File::create(&image)
-        .and_then(|f| f.set_len(mib << 20))
-        .map_err(|e| e.to_string())?;
-    let run = |cmd: &mut Command| -> Result<(), String> {
-        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{cmd:?}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
-    };
-    run(Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-m", "0"])
-        .arg(&image))?;
-    run(Command::new("mount")
-        .args(["-o", "loop"])
-        .arg(&image)
-        .arg(&mnt))?;
-    Ok(Mount(mnt))
-}
 
 #[test]
 fn full_disk_fails_appends_cleanly_and_recovers_when_space_is_freed() {

@@ -6,7 +6,7 @@ use std::{
     collections::HashMap,
     rc::Rc,
     sync::Arc,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use glommio::sync::Semaphore;
@@ -48,6 +48,9 @@ impl PartitionError {
 
 type PartitionKey = (String, u32);
 
+/// Shortest time between two attempts to reopen a fenced partition.
+const REOPEN_INTERVAL: Duration = Duration::from_secs(1);
+
 /// One shard's state.
 pub struct ShardContext {
     /// This shard.
@@ -65,6 +68,7 @@ pub struct ShardContext {
     /// Request bytes read but not yet answered, in KiB: the shard's back-pressure.
     pub inflight: Rc<Semaphore>,
     logs: RefCell<HashMap<PartitionKey, ([u8; 16], PartitionLog)>>,
+    reopen_attempts: RefCell<HashMap<PartitionKey, Instant>>,
     seen_version: Cell<u64>,
     sync_lock: Semaphore,
 }
@@ -105,6 +109,7 @@ impl ShardContext {
             storage,
             inflight: Rc::new(Semaphore::new(inflight_kib)),
             logs: RefCell::new(HashMap::new()),
+            reopen_attempts: RefCell::new(HashMap::new()),
             seen_version: Cell::new(0),
             sync_lock: Semaphore::new(1),
         });
@@ -200,8 +205,30 @@ impl ShardContext {
             return Err(PartitionError::NotOwner);
         }
         let key = (topic.to_string(), p);
-        if let Some((_, log)) = self.logs.borrow().get(&key) {
-            return Ok(log.clone());
+        let cached = self.logs.borrow().get(&key).map(|(_, log)| log.clone());
+        match cached {
+            Some(log) if log.fenced().is_none() => return Ok(log),
+            Some(log) => {
+                // A failed write or fdatasync fenced this log. Reopening re-reads what
+                // reached the disk, so a full disk recovers once space is freed; tried
+                // at most once per REOPEN_INTERVAL so a failing disk is not hammered.
+                let now = Instant::now();
+                let due = self
+                    .reopen_attempts
+                    .borrow()
+                    .get(&key)
+                    .is_none_or(|t| now >= *t + REOPEN_INTERVAL);
+                if !due {
+                    return Ok(log);
+                }
+                self.reopen_attempts.borrow_mut().insert(key.clone(), now);
+                tracing::warn!(topic, partition = p, reason = ?log.fenced(), "reopening a fenced partition");
+                self.logs.borrow_mut().remove(&key);
+                if let Err(e) = log.close().await {
+                    tracing::error!(topic, partition = p, error = %e, "closing a fenced partition failed");
+                }
+            }
+            None => {}
         }
         let _permit = self
             .sync_lock

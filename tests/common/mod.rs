@@ -4,6 +4,7 @@
 
 pub mod broker;
 pub mod kafka_client;
+pub mod loop_mount;
 
 use std::{future::Future, path::Path, time::Duration};
 
