@@ -28,30 +28,31 @@ enum Command {
     Serve(Box<ServeArgs>),
     /// Manage topics on a running broker.
     Topics {
-        /// Any broker of the cluster.
-        #[arg(
-            long,
-            default_value = "127.0.0.1:9092",
-            value_name = "HOST:PORT",
-            global = true
-        )]
-        bootstrap: String,
+        #[command(flatten)]
+        broker: BrokerAddress,
         #[command(subcommand)]
         command: TopicsCommand,
     },
     /// Inspect consumer groups and reset their offsets on a running broker.
     Groups {
-        /// Any broker of the cluster.
-        #[arg(
-            long,
-            default_value = "127.0.0.1:9092",
-            value_name = "HOST:PORT",
-            global = true
-        )]
-        bootstrap: String,
+        #[command(flatten)]
+        broker: BrokerAddress,
         #[command(subcommand)]
         command: GroupsCommand,
     },
+}
+
+/// Which running broker the admin commands talk to.
+#[derive(clap::Args)]
+struct BrokerAddress {
+    /// Any broker of the cluster.
+    #[arg(
+        long,
+        default_value = "127.0.0.1:9092",
+        value_name = "HOST:PORT",
+        global = true
+    )]
+    bootstrap: String,
 }
 
 #[derive(Subcommand)]
@@ -200,16 +201,16 @@ fn admin(
 fn main() -> anyhow::Result<()> {
     let args = match Cli::parse().command {
         Command::Serve(args) => args,
-        Command::Topics { bootstrap, command } => {
-            return admin(&bootstrap, |a| match command {
+        Command::Topics { broker, command } => {
+            return admin(&broker.bootstrap, |a| match command {
                 TopicsCommand::List => a.topics_list(),
                 TopicsCommand::Create { name, partitions } => a.topics_create(&name, partitions),
                 TopicsCommand::Describe { name } => a.topics_describe(&name),
                 TopicsCommand::Delete { name } => a.topics_delete(&name),
             })
         }
-        Command::Groups { bootstrap, command } => {
-            return admin(&bootstrap, |a| match command {
+        Command::Groups { broker, command } => {
+            return admin(&broker.bootstrap, |a| match command {
                 GroupsCommand::List => a.groups_list(),
                 GroupsCommand::Describe { group } => a.groups_describe(&group),
                 GroupsCommand::ResetOffsets {
