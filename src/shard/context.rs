@@ -48,6 +48,17 @@ impl PartitionError {
 
 type PartitionKey = (String, u32);
 
+/// A topic as the data path needs it: its id and partition count.
+#[derive(Debug, Clone, Copy)]
+struct TopicShape {
+    id: [u8; 16],
+    partitions: u32,
+}
+
+/// A shard's open logs: topic name → partition → (topic id, log). Looked up by `&str`,
+/// so the data path allocates no key.
+type OpenLogs = HashMap<String, HashMap<u32, ([u8; 16], PartitionLog)>>;
+
 /// Shortest time between two attempts to reopen a fenced partition.
 const REOPEN_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -67,7 +78,10 @@ pub struct ShardContext {
     pub storage: ShardStorage,
     /// Request bytes read but not yet answered, in KiB: the shard's back-pressure.
     pub inflight: Rc<Semaphore>,
-    logs: RefCell<HashMap<PartitionKey, ([u8; 16], PartitionLog)>>,
+    /// This shard's copy of the registry, refreshed when its version changes, so the
+    /// data path never takes the registry's broker-wide lock.
+    topics: RefCell<HashMap<String, TopicShape>>,
+    logs: RefCell<OpenLogs>,
     reopen_attempts: RefCell<HashMap<PartitionKey, Instant>>,
     seen_version: Cell<u64>,
     sync_lock: Semaphore,
@@ -108,6 +122,7 @@ impl ShardContext {
             },
             storage,
             inflight: Rc::new(Semaphore::new(inflight_kib)),
+            topics: RefCell::new(HashMap::new()),
             logs: RefCell::new(HashMap::new()),
             reopen_attempts: RefCell::new(HashMap::new()),
             seen_version: Cell::new(0),
@@ -134,7 +149,11 @@ impl ShardContext {
             .logs
             .borrow_mut()
             .drain()
-            .map(|(k, (_, log))| (k, log))
+            .flat_map(|(topic, parts)| {
+                parts
+                    .into_iter()
+                    .map(move |(p, (_, log))| ((topic.clone(), p), log))
+            })
             .collect();
         for ((topic, p), log) in logs {
             if let Err(e) = log.close().await {
@@ -162,8 +181,9 @@ impl ShardContext {
         partition_shard(topic, p, self.config.shards) == self.id
     }
 
-    /// Drops the logs of topics that were deleted (or deleted and recreated) since the
-    /// last look, deleting their data. Cheap when nothing changed.
+    /// Refreshes this shard's copy of the registry and drops the logs of topics that
+    /// were deleted (or deleted and recreated) since the last look, deleting their data.
+    /// Cheap when nothing changed: one atomic load.
     pub async fn resync(&self) {
         let version = self.registry.version();
         if version == self.seen_version.get() {
@@ -172,17 +192,35 @@ impl ShardContext {
         let Ok(_permit) = self.sync_lock.acquire_permit(1).await else {
             return;
         };
+        let topics: HashMap<String, TopicShape> = self
+            .registry
+            .list()
+            .into_iter()
+            .map(|t| {
+                let shape = TopicShape {
+                    id: t.id,
+                    partitions: t.partitions,
+                };
+                (t.name, shape)
+            })
+            .collect();
         let stale: Vec<(PartitionKey, PartitionLog)> = {
             let mut logs = self.logs.borrow_mut();
-            let keys: Vec<PartitionKey> = logs
-                .iter()
-                .filter(|((name, _), (id, _))| self.registry.get(name).is_none_or(|t| t.id != *id))
-                .map(|(k, _)| k.clone())
-                .collect();
-            keys.into_iter()
-                .filter_map(|k| logs.remove(&k).map(|(_, log)| (k, log)))
-                .collect()
+            let mut stale = Vec::new();
+            logs.retain(|name, parts| {
+                let current = topics.get(name).map(|t| t.id);
+                parts.retain(|p, (id, log)| {
+                    let keep = current == Some(*id);
+                    if !keep {
+                        stale.push(((name.clone(), *p), log.clone()));
+                    }
+                    keep
+                });
+                !parts.is_empty()
+            });
+            stale
         };
+        *self.topics.borrow_mut() = topics;
         for ((topic, p), log) in stale {
             tracing::info!(topic = %topic, partition = p, "deleting partition of a deleted topic");
             if let Err(e) = log.delete().await {
@@ -192,11 +230,24 @@ impl ShardContext {
         self.seen_version.set(version);
     }
 
+    fn open_log(&self, topic: &str, p: u32) -> Option<PartitionLog> {
+        self.logs
+            .borrow()
+            .get(topic)
+            .and_then(|parts| parts.get(&p))
+            .map(|(_, log)| log.clone())
+    }
+
     /// The log of partition `p` of `topic`, opened on first use. Fails with the Kafka
     /// error the client should see.
     pub async fn partition(&self, topic: &str, p: i32) -> Result<PartitionLog, PartitionError> {
         self.resync().await;
-        let info = self.registry.get(topic).ok_or(PartitionError::Unknown)?;
+        let info = self
+            .topics
+            .borrow()
+            .get(topic)
+            .copied()
+            .ok_or(PartitionError::Unknown)?;
         let p = u32::try_from(p).map_err(|_| PartitionError::Unknown)?;
         if p >= info.partitions {
             return Err(PartitionError::Unknown);
@@ -204,14 +255,14 @@ impl ShardContext {
         if !self.owns(topic, p) {
             return Err(PartitionError::NotOwner);
         }
-        let key = (topic.to_string(), p);
-        let cached = self.logs.borrow().get(&key).map(|(_, log)| log.clone());
+        let cached = self.open_log(topic, p);
         match cached {
             Some(log) if log.fenced().is_none() => return Ok(log),
             Some(log) => {
                 // A failed write or fdatasync fenced this log. Reopening re-reads what
                 // reached the disk, so a full disk recovers once space is freed; tried
                 // at most once per REOPEN_INTERVAL so a failing disk is not hammered.
+                let key = (topic.to_string(), p);
                 let now = Instant::now();
                 let due = self
                     .reopen_attempts
@@ -221,9 +272,11 @@ impl ShardContext {
                 if !due {
                     return Ok(log);
                 }
-                self.reopen_attempts.borrow_mut().insert(key.clone(), now);
+                self.reopen_attempts.borrow_mut().insert(key, now);
                 tracing::warn!(topic, partition = p, reason = ?log.fenced(), "reopening a fenced partition");
-                self.logs.borrow_mut().remove(&key);
+                if let Some(parts) = self.logs.borrow_mut().get_mut(topic) {
+                    parts.remove(&p);
+                }
                 if let Err(e) = log.close().await {
                     tracing::error!(topic, partition = p, error = %e, "closing a fenced partition failed");
                 }
@@ -235,8 +288,8 @@ impl ShardContext {
             .acquire_permit(1)
             .await
             .map_err(|_| PartitionError::Storage)?;
-        if let Some((_, log)) = self.logs.borrow().get(&key) {
-            return Ok(log.clone());
+        if let Some(log) = self.open_log(topic, p) {
+            return Ok(log);
         }
         let dir = self.config.data_dir.join(format!("{topic}-{p}"));
         match self.storage.open_log(&dir, self.config.log.clone()).await {
@@ -247,7 +300,11 @@ impl ShardContext {
                 {
                     tracing::warn!(topic, partition = p, report = ?r, "repaired partition on open");
                 }
-                self.logs.borrow_mut().insert(key, (info.id, log.clone()));
+                self.logs
+                    .borrow_mut()
+                    .entry(topic.to_string())
+                    .or_default()
+                    .insert(p, (info.id, log.clone()));
                 Ok(log)
             }
             Err(e) => {
