@@ -93,12 +93,7 @@ fn write_and_crash(dir: &Path, seed: u64, payloads: usize) -> Vec<StoredBatch> {
                 seed ^ i as u64,
                 i as i64,
             );
-            log.append(&p, 0)
-                .await
-                .expect("append")
-                .durable
-                .await
-                .expect("durable");
+            append_durably(&log, &p).await;
         }
         read_all(&log, 1 << 20).await
     })

@@ -200,12 +200,7 @@ fn segments_roll_by_size_and_age_and_reopen_intact() {
         for i in 0..40 {
             let p = payload(1, 4, 400, i, 1000 + i as i64);
             written += p.record_count();
-            log.append(&p, 0)
-                .await
-                .expect("append")
-                .durable
-                .await
-                .expect("durable");
+            append_durably(&log, &p).await;
         }
         let by_size = log.offsets().segments;
         assert!(
@@ -213,12 +208,7 @@ fn segments_roll_by_size_and_age_and_reopen_intact() {
             "16 KiB segments hold ~8 of these batches: {by_size}"
         );
         clock_ms.set(clock_ms.get() + 61_000);
-        log.append(&payload(1, 4, 400, 99, 5000), 0)
-            .await
-            .expect("append")
-            .durable
-            .await
-            .expect("durable");
+        append_durably(&log, &payload(1, 4, 400, 99, 5000)).await;
         written += 4;
         assert_eq!(
             log.offsets().segments,
@@ -266,12 +256,7 @@ fn retention_deletes_whole_old_segments_by_size_and_age() {
             .expect("open");
         for i in 0..100 {
             let ts = clock_ms.get() - 7_200_000 + i; // two hours old
-            log.append(&payload(1, 2, 900, i as u64, ts), 0)
-                .await
-                .expect("append")
-                .durable
-                .await
-                .expect("durable");
+            append_durably(&log, &payload(1, 2, 900, i as u64, ts)).await;
         }
         let before = log.offsets();
         let deleted = log.enforce_retention().await.expect("retention");
@@ -310,12 +295,7 @@ fn retention_by_size_keeps_the_newest_segments() {
             .await
             .expect("open");
         for i in 0..100 {
-            log.append(&payload(1, 2, 900, i, 0), 0)
-                .await
-                .expect("append")
-                .durable
-                .await
-                .expect("durable");
+            append_durably(&log, &payload(1, 2, 900, i, 0)).await;
         }
         log.enforce_retention().await.expect("retention");
         let after = log.offsets();
@@ -341,12 +321,7 @@ fn offsets_for_timestamps() {
             .expect("open");
         // Batch i holds 3 records with timestamps 1000 + 10 i .. + 2.
         for i in 0..60i64 {
-            log.append(&payload(1, 3, 300, i as u64, 1000 + 10 * i), 0)
-                .await
-                .expect("append")
-                .durable
-                .await
-                .expect("durable");
+            append_durably(&log, &payload(1, 3, 300, i as u64, 1000 + 10 * i)).await;
         }
         let q = |query| {
             let log = log.clone();
@@ -392,12 +367,7 @@ fn write_only_mode_acknowledges_without_fsync() {
             .open_log(&dir.path().join("t-0"), LogConfig::default())
             .await
             .expect("open");
-        log.append(&payload(4, 4, 100, 1, 0), 0)
-            .await
-            .expect("append")
-            .durable
-            .await
-            .expect("written");
+        append_durably(&log, &payload(4, 4, 100, 1, 0)).await;
         assert_eq!(read_all(&log, 1 << 20).await.len(), 4);
         log.close().await.expect("close");
         storage.shutdown().await;
@@ -420,12 +390,7 @@ fn deleting_a_partition_removes_its_directory() {
             .open_log(&path, LogConfig::default())
             .await
             .expect("open");
-        log.append(&payload(1, 1, 10, 1, 0), 0)
-            .await
-            .expect("append")
-            .durable
-            .await
-            .expect("durable");
+        append_durably(&log, &payload(1, 1, 10, 1, 0)).await;
         log.delete().await.expect("delete");
         assert!(!path.exists());
         assert!(matches!(

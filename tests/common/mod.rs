@@ -88,6 +88,13 @@ pub fn payload(
     ProducePayload::validate(Bytes::from(bytes), 1 << 24).expect("valid payload")
 }
 
+/// Appends `payload` and waits until it is durable; returns its base offset.
+pub async fn append_durably(log: &PartitionLog, payload: &ProducePayload) -> Offset {
+    let appended = log.append(payload, 0).await.expect("append");
+    appended.durable.await.expect("durable");
+    appended.base_offset
+}
+
 /// A stored batch as read back: its base offset and its bytes after the 16-byte prefix
 /// the broker rewrites (identical to what the producer sent).
 #[derive(Debug, Clone, PartialEq, Eq)]
