@@ -14,25 +14,14 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 COUNT=${COUNT:-300000}
 PORT=${PORT:-29092}
-cargo build --release --quiet --bin weir
-py=target/pyenv/bin/python
-[ -x "$py" ] || { echo "run bash tests/run-all.sh first (it installs the Python clients)"; exit 1; }
+source benches/broker.sh
 results=target/bench-data/broker-produce.jsonl
-mkdir -p target/bench-data
 : > "$results"
 for run in $(seq 1 "$RUNS"); do
   for mode in fsync write-only; do
-    data=$(mktemp -d -p target/bench-data)
-    target/release/weir serve --listen 127.0.0.1:$PORT --shards 1 --cores 1 --data-dir "$data" \
-      --flush-mode "$mode" --log-level warn &
-    pid=$!
-    for _ in $(seq 1 100); do
-      "$py" -c "import socket; socket.create_connection(('127.0.0.1', $PORT), 0.2)" 2>/dev/null && break
-      sleep 0.1
-    done
+    start_broker "$PORT" --flush-mode "$mode"
     line=$(taskset -c 0 "$py" benches/clients/produce_consume.py 127.0.0.1:$PORT bench "$COUNT" 1024)
-    kill -TERM $pid; wait $pid || true
-    rm -rf "$data"
+    stop_broker
     echo "{\"run\": $run, \"mode\": \"$mode\", \"result\": $line}" >> "$results"
     echo "run $run $mode: $line" >&2
   done

@@ -13,23 +13,13 @@ RUNS=${RUNS:-3}
 SECONDS_PER_RUN=${SECONDS:-10}
 THREADS=${THREADS:-1}
 PORT=${PORT:-29192}
-cargo build --release --quiet --bin weir
-py=target/pyenv/bin/python
-[ -x "$py" ] || { echo "run bash tests/run-all.sh first (it installs the Python clients)"; exit 1; }
-mkdir -p target/bench-data
+source benches/broker.sh
 results=target/bench-data/group-commit.jsonl
 : > "$results"
 for run in $(seq 1 "$RUNS"); do
-  data=$(mktemp -d -p target/bench-data)
-  target/release/weir serve --listen 127.0.0.1:$PORT --shards 1 --cores 1 --data-dir "$data" --log-level warn &
-  pid=$!
-  for _ in $(seq 1 100); do
-    "$py" -c "import socket; socket.create_connection(('127.0.0.1', $PORT), 0.2)" 2>/dev/null && break
-    sleep 0.1
-  done
+  start_broker "$PORT"
   line=$(taskset -c 0 "$py" benches/clients/commit_latency.py 127.0.0.1:$PORT "$SECONDS_PER_RUN" "$THREADS")
-  kill -TERM $pid; wait $pid || true
-  rm -rf "$data"
+  stop_broker
   echo "$line" >> "$results"
   echo "run $run: $line" >&2
 done
