@@ -61,7 +61,7 @@ async fn read_all(
                     let result = if partition.fetch_offset < 0 {
                         Err(StorageError::OffsetOutOfRange {
                             requested: offset,
-                            log_start: log.offsets().log_start,
+                            log_start: log.log_start_offset(),
                             high_watermark: log.high_watermark(),
                         })
                     } else if max == 0 && total > 0 {

@@ -84,7 +84,7 @@ async fn append_one(
     match log.append(&payload, 0).await {
         Ok(appended) => Pending::Appended {
             base: appended.base_offset,
-            log_start: log.offsets().log_start,
+            log_start: log.log_start_offset(),
             durable: appended.durable,
         },
         Err(e) => Pending::Failed(storage_error(&e), Some(e.to_string())),

@@ -365,6 +365,11 @@ impl PartitionLog {
         }
     }
 
+    /// The first offset still stored.
+    pub fn log_start_offset(&self) -> Offset {
+        self.shared.state.borrow().log_start
+    }
+
     /// One past the last durable offset.
     pub fn high_watermark(&self) -> Offset {
         self.shared.state.borrow().high_watermark
