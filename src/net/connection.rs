@@ -18,6 +18,9 @@ use crate::{
 
 use super::frame::{take_frame, FrameError};
 
+/// Bytes read from the socket per read call.
+const READ_CHUNK_BYTES: usize = 64 << 10;
+
 /// Requests of one connection being handled at once; past this the reader waits.
 const IN_FLIGHT_REQUESTS_MAX: usize = 64;
 
@@ -77,7 +80,10 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
         writer.flush().await?;
         Ok::<(), std::io::Error>(())
     });
-    let mut buf = BytesMut::with_capacity(64 << 10);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    // Reads land here, then only the bytes received are copied into `buf`: growing
+    // `buf` for each read would zero its whole spare capacity every time.
+    let mut scratch = vec![0u8; READ_CHUNK_BYTES].into_boxed_slice();
     let max = ctx.config.max_request_bytes;
     let budget_kib = ctx.config.inflight_bytes_max.div_ceil(1024) as u64;
     let read_result: Result<(), ConnectionError> = async {
@@ -110,26 +116,18 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
                     return Ok(());
                 }
             }
-            if buf.capacity() - buf.len() < 4096 {
-                buf.reserve(64 << 10);
-            }
-            let spare = buf.capacity() - buf.len();
-            let start = buf.len();
-            buf.resize(start + spare, 0);
             let idle = ctx.config.idle_timeout;
-            let n = futures_lite::future::or(
-                async { Some(reader.read(&mut buf[start..]).await) },
-                async {
+            let n =
+                futures_lite::future::or(async { Some(reader.read(&mut scratch).await) }, async {
                     glommio::timer::sleep(idle).await;
                     None
-                },
-            )
-            .await
-            .ok_or(ConnectionError::Idle(idle))??;
-            buf.truncate(start + n);
+                })
+                .await
+                .ok_or(ConnectionError::Idle(idle))??;
             if n == 0 {
                 return Ok(());
             }
+            buf.extend_from_slice(&scratch[..n]);
         }
     }
     .await;
