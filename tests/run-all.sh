@@ -24,7 +24,9 @@ target/pyenv/bin/pip install --quiet --disable-pip-version-check \
   kafka-python==3.0.12 confluent-kafka==2.16.1
 
 cargo fmt --all --check
-cargo clippy --all-targets -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
 # Benches run once each in test mode, so they cannot rot.
 cargo test --benches
-cargo test --lib --tests
+# tests/loadgen.rs drives the loadgen binary.
+cargo build -p loadgen
+cargo test --workspace --lib --tests

@@ -1,0 +1,231 @@
+//! The workload options shared by `produce`, `consume` and `e2e`, parsed and validated.
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+/// What a run does and how hard it pushes.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct Workload {
+    /// Any broker of the cluster, HOST:PORT.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub bootstrap: String,
+    /// Topic to use; created with --partitions if missing.
+    #[arg(long, default_value = "loadgen")]
+    pub topic: String,
+    /// Partitions of the topic when loadgen creates it.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub partitions: u32,
+    /// Producer clients (each has its own connections); partitions are split between them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub producers: u32,
+    /// Consumer clients; partitions are split between them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub consumers: u32,
+    /// Size of each message value in bytes (at least 16: send time and sequence number).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(16..=16 << 20))]
+    pub message_size: u32,
+    /// A partition's batch is sent when it reaches this many bytes.
+    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(64..=64 << 20))]
+    pub batch_bytes: u32,
+    /// How long a batch may wait for more messages before it is sent (0 = send as soon
+    /// as a request slot is free).
+    #[arg(long, default_value = "0ms", value_parser = parse_duration)]
+    #[serde(serialize_with = "as_seconds")]
+    pub linger: Duration,
+    /// Acknowledgement the producers ask for.
+    #[arg(long, value_enum, default_value_t = Acks::All)]
+    pub acks: Acks,
+    /// Target messages per second over all producers on a fixed schedule; latency counts
+    /// from each message's scheduled send time. 0 = as fast as possible (open throttle).
+    #[arg(long, default_value_t = 0.0)]
+    pub rate: f64,
+    /// How long to measure, after the warm-up (e.g. 30s, 2m).
+    #[arg(long, value_parser = parse_duration, conflicts_with = "messages")]
+    #[serde(serialize_with = "as_seconds_opt")]
+    pub duration: Option<Duration>,
+    /// Stop after this many messages per run instead of after a duration.
+    #[arg(long)]
+    pub messages: Option<u64>,
+    /// Time at the start whose measurements are left out of the results.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    #[serde(serialize_with = "as_seconds")]
+    pub warmup: Duration,
+    /// Requests in flight per connection.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_in_flight: u32,
+    /// Bytes a producer connection may hold in unsent batches; beyond it, messages wait
+    /// (their latency still counts from their scheduled time).
+    #[arg(long, default_value_t = 32 << 20)]
+    pub buffer_bytes: u64,
+    /// Bytes a fetch asks for per partition.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub fetch_bytes: u32,
+    /// How long a fetch may wait at the broker for data.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    #[serde(serialize_with = "as_seconds")]
+    pub fetch_wait: Duration,
+    /// Where `consume` starts reading (`e2e` always starts at the end).
+    #[arg(long, value_enum, default_value_t = StartAt::Earliest)]
+    pub from: StartAt,
+    /// Directory for the histogram logs, percentile distributions and summary.json.
+    #[arg(long, default_value = "loadgen-results")]
+    pub out: PathBuf,
+    /// Name of this run in summaries and comparisons (default: the command name).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Name of the broker configuration under test, recorded in summary.json.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// CPU cores to run on, one pinned thread each (e.g. 0 or 0,2-3); default: one
+    /// unpinned thread.
+    #[arg(long, value_parser = parse_cores)]
+    pub cores: Option<CoreList>,
+}
+
+/// The produce acknowledgement mode.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Acks {
+    /// No response (latency ends when the request is written).
+    #[value(name = "0")]
+    #[serde(rename = "0")]
+    None,
+    /// The leader has the batch.
+    #[value(name = "1")]
+    #[serde(rename = "1")]
+    Leader,
+    /// Every in-sync replica has the batch (on weir: it is durable).
+    #[value(name = "all")]
+    #[serde(rename = "all")]
+    All,
+}
+
+impl Acks {
+    /// The value of the Produce request's acks field.
+    pub fn wire(self) -> i16 {
+        match self {
+            Acks::None => 0,
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+}
+
+/// Where a consumer starts.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartAt {
+    /// The log start offset.
+    Earliest,
+    /// The log end offset when the run starts.
+    Latest,
+}
+
+/// A validated, non-empty list of CPU cores.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CoreList(pub Vec<usize>);
+
+impl Workload {
+    /// The label of this run, given the command's name.
+    pub fn label_or(&self, command: &str) -> String {
+        self.label.clone().unwrap_or_else(|| command.to_string())
+    }
+
+    /// Checks the combinations clap cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.rate >= 0.0 && self.rate.is_finite()) {
+            return Err(format!(
+                "--rate {} must be 0 or a positive number",
+                self.rate
+            ));
+        }
+        if self.duration.is_none() && self.messages.is_none() {
+            return Err("give --duration or --messages".into());
+        }
+        if self.duration == Some(Duration::ZERO) || self.messages == Some(0) {
+            return Err("--duration and --messages must be more than 0".into());
+        }
+        Ok(())
+    }
+}
+
+/// Parses `250ms`, `30s`, `2m`, `1h`, `1500us` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (e.g. 500ms, 30s, 2m)"))?;
+    let seconds = match unit {
+        "" | "s" => number,
+        "ms" => number / 1e3,
+        "us" => number / 1e6,
+        "m" => number * 60.0,
+        "h" => number * 3600.0,
+        _ => return Err(format!("`{text}`: unknown unit `{unit}` (us, ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("`{text}`: {e}"))
+}
+
+/// Parses `0`, `0,2`, `1-3` into a core list.
+pub fn parse_cores(text: &str) -> Result<CoreList, String> {
+    let mut cores = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let bad = || format!("`{part}` is not a core or a range of cores");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b {
+                    return Err(bad());
+                }
+                cores.extend(a..=b);
+            }
+            None => cores.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    cores.sort_unstable();
+    cores.dedup();
+    if cores.is_empty() {
+        return Err("no cores given".into());
+    }
+    Ok(CoreList(cores))
+}
+
+fn as_seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+fn as_seconds_opt<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn cores_parse_lists_and_ranges() {
+        assert_eq!(parse_cores("0"), Ok(CoreList(vec![0])));
+        assert_eq!(parse_cores("3,0-1,1"), Ok(CoreList(vec![0, 1, 3])));
+        assert!(parse_cores("2-1").is_err());
+        assert!(parse_cores("a").is_err());
+    }
+}

@@ -1,0 +1,392 @@
+//! A whole run: set-up, one pinned glommio executor per core running its streams and a
+//! ticker, the main thread collecting reports, and the results written at the end.
+
+use std::{
+    cell::{Cell, RefCell},
+    rc::Rc,
+    sync::{mpsc, Arc},
+    time::{Duration, SystemTime},
+};
+
+use anyhow::{anyhow, Context};
+use glommio::{LocalExecutorBuilder, Placement};
+use kafka_protocol::{messages::TopicName, protocol::StrBytes};
+
+use crate::{
+    clock::now_ns,
+    cluster,
+    consumer::{self, ConsumerConfig, FetchStream},
+    control::Control,
+    options::{StartAt, Workload},
+    plan,
+    producer::{self, ProduceStream, ProducerConfig},
+    report::{self, CoreReport},
+    results::{percentile_distribution, LatencySummary, Summary, Throughput},
+    stats::{CoreStats, IntervalReport, Metric},
+};
+
+/// What a run does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Only produce.
+    Produce,
+    /// Only consume.
+    Consume,
+    /// Produce and consume, measuring end-to-end latency.
+    EndToEnd,
+}
+
+impl Mode {
+    /// The command's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Produce => "produce",
+            Mode::Consume => "consume",
+            Mode::EndToEnd => "e2e",
+        }
+    }
+
+    fn metrics(self) -> &'static [Metric] {
+        match self {
+            Mode::Produce => &[Metric::Produce],
+            Mode::Consume => &[Metric::Fetch],
+            Mode::EndToEnd => &[Metric::Produce, Metric::EndToEnd, Metric::Fetch],
+        }
+    }
+}
+
+/// How a run ended.
+pub enum Outcome {
+    /// It ran to its end.
+    Completed,
+    /// It was aborted; the results gathered so far were written.
+    Aborted(String),
+}
+
+/// Runs `workload` in `mode`, printing progress and writing the results into its `out`.
+pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
+    workload.validate().map_err(|e| anyhow!(e))?;
+    std::fs::create_dir_all(&workload.out)
+        .with_context(|| format!("creating {}", workload.out.display()))?;
+    let started_at = SystemTime::now();
+
+    let (topology, start_offsets) = set_up(mode, workload)?;
+    let produces = match mode {
+        Mode::Consume => Vec::new(),
+        _ => plan::produce_streams(
+            &topology,
+            workload.producers as usize,
+            workload.rate,
+            workload.messages,
+        ),
+    };
+    let fetches = match mode {
+        Mode::Produce => Vec::new(),
+        _ => plan::fetch_streams(&topology, workload.consumers as usize, &start_offsets),
+    };
+    let cores: Vec<Option<usize>> = match &workload.cores {
+        Some(list) => list.0.iter().map(|&c| Some(c)).collect(),
+        None => vec![None],
+    };
+
+    let warmup = Duration::from_secs(workload.warmup.as_secs_f64().ceil() as u64);
+    let start_ns = now_ns();
+    let end_ns = workload
+        .duration
+        .map(|d| start_ns + (warmup + d).as_nanos() as u64);
+    let control = Arc::new(Control::new(start_ns, end_ns, produces.len()));
+    let (tx, rx) = mpsc::channel::<CoreReport>();
+    let topic = TopicName(StrBytes::from_string(topology.topic.clone()));
+    let producer_config = ProducerConfigSend {
+        topic: topic.clone(),
+        workload: workload.clone(),
+    };
+    let consumer_config = ConsumerConfigSend {
+        topic,
+        end_to_end: mode == Mode::EndToEnd,
+        workload: workload.clone(),
+    };
+    let mut handles = Vec::new();
+    let core_count = cores.len();
+    for ((index, core), (produces, fetches)) in cores.iter().enumerate().zip(
+        plan::deal(produces, core_count)
+            .into_iter()
+            .zip(plan::deal(fetches, core_count)),
+    ) {
+        let placement = match core {
+            Some(core) => Placement::Fixed(*core),
+            None => Placement::Unbound,
+        };
+        let control = control.clone();
+        let tx = tx.clone();
+        let producer_config = producer_config.clone();
+        let consumer_config = consumer_config.clone();
+        let handle = LocalExecutorBuilder::new(placement)
+            .name(&format!("loadgen-{index}"))
+            .spawn(move || {
+                core_main(
+                    index,
+                    produces,
+                    fetches,
+                    producer_config.build(),
+                    consumer_config.build(),
+                    control,
+                    tx,
+                )
+            })
+            .map_err(|e| anyhow!("starting the executor on core {core:?}: {e}"))?;
+        handles.push(handle);
+    }
+    drop(tx);
+    let totals = report::collect(
+        rx,
+        core_count,
+        mode.metrics(),
+        &workload.out,
+        start_ns,
+        warmup,
+        started_at,
+    )
+    .context("writing the interval logs")?;
+    for handle in handles {
+        handle
+            .join()
+            .map_err(|e| anyhow!("a loadgen executor failed: {e}"))?;
+    }
+
+    if mode == Mode::EndToEnd && !control.aborted() {
+        let missing = control.acknowledged().saturating_sub(control.consumed());
+        if missing > 0 {
+            control.note_error("acknowledged but not consumed", missing);
+        }
+    }
+    let error_kinds = control.error_kinds();
+    let errors = error_kinds.values().sum::<u64>();
+    let seconds = totals.measured_seconds.max(1e-9);
+    let throughput = |messages: u64, bytes: u64| Throughput {
+        messages,
+        messages_per_second: messages as f64 / seconds,
+        megabytes_per_second: bytes as f64 / 1e6 / seconds,
+    };
+    let mut latency_ms = std::collections::BTreeMap::new();
+    for (metric, histogram) in &totals.histograms {
+        std::fs::write(
+            workload.out.join(format!("{}.hgrm", metric.name())),
+            percentile_distribution(histogram),
+        )
+        .context("writing the percentile distribution")?;
+        latency_ms.insert(metric.name().to_string(), LatencySummary::of(histogram));
+    }
+    let c = &totals.counters;
+    let summary = Summary {
+        label: workload.label_or(mode.name()),
+        command: mode.name().to_string(),
+        bootstrap: workload.bootstrap.clone(),
+        profile: workload.profile.clone(),
+        options: serde_json::to_value(workload).context("encoding the options")?,
+        started_at_unix_s: started_at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+        measured_seconds: totals.measured_seconds,
+        produce: (mode != Mode::Consume).then(|| throughput(c.produced_messages, c.produced_bytes)),
+        consume: (mode != Mode::Produce).then(|| throughput(c.consumed_messages, c.consumed_bytes)),
+        errors: errors.max(totals.counters_all.errors),
+        error_kinds,
+        aborted: control.abort_reason(),
+        latency_ms,
+    };
+    std::fs::write(
+        workload.out.join("summary.json"),
+        serde_json::to_string_pretty(&summary).context("encoding summary.json")?,
+    )
+    .context("writing summary.json")?;
+    print_summary(&summary, workload);
+    Ok(match summary.aborted {
+        Some(reason) => Outcome::Aborted(reason),
+        None => Outcome::Completed,
+    })
+}
+
+fn set_up(
+    mode: Mode,
+    workload: &Workload,
+) -> anyhow::Result<(cluster::Topology, std::collections::BTreeMap<i32, i64>)> {
+    let bootstrap = workload.bootstrap.clone();
+    let topic = workload.topic.clone();
+    let partitions = workload.partitions;
+    let latest = mode == Mode::EndToEnd || workload.from == StartAt::Latest;
+    let consumes = mode != Mode::Produce;
+    LocalExecutorBuilder::new(Placement::Unbound)
+        .name("loadgen-setup")
+        .spawn(move || async move {
+            let topology = cluster::discover(&bootstrap, &topic, partitions).await?;
+            let offsets = if consumes {
+                cluster::offsets(&topology, latest).await?
+            } else {
+                Default::default()
+            };
+            Ok::<_, cluster::ClusterError>((topology, offsets))
+        })
+        .map_err(|e| anyhow!("starting the set-up executor: {e}"))?
+        .join()
+        .map_err(|e| anyhow!("set-up executor failed: {e}"))?
+        .with_context(|| {
+            format!(
+                "setting up topic {} at {}",
+                workload.topic, workload.bootstrap
+            )
+        })
+}
+
+/// The producer configuration as it crosses to a core (built into an `Rc` there).
+#[derive(Clone)]
+struct ProducerConfigSend {
+    topic: TopicName,
+    workload: Workload,
+}
+
+impl ProducerConfigSend {
+    fn build(self) -> ProducerConfig {
+        let w = self.workload;
+        ProducerConfig {
+            topic: self.topic,
+            acks: w.acks,
+            message_bytes: w.message_size as usize,
+            batch_bytes: w.batch_bytes as usize,
+            linger_ns: w.linger.as_nanos() as u64,
+            max_in_flight: u64::from(w.max_in_flight),
+            buffer_bytes: w.buffer_bytes,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct ConsumerConfigSend {
+    topic: TopicName,
+    end_to_end: bool,
+    workload: Workload,
+}
+
+impl ConsumerConfigSend {
+    fn build(self) -> ConsumerConfig {
+        let w = self.workload;
+        ConsumerConfig {
+            topic: self.topic,
+            partition_bytes_max: i32::try_from(w.fetch_bytes).unwrap_or(i32::MAX),
+            wait_ms_max: i32::try_from(w.fetch_wait.as_millis()).unwrap_or(i32::MAX),
+            max_in_flight: w.max_in_flight as usize,
+            end_to_end: self.end_to_end,
+            messages: if self.end_to_end { None } else { w.messages },
+        }
+    }
+}
+
+async fn core_main(
+    core: usize,
+    produces: Vec<ProduceStream>,
+    fetches: Vec<FetchStream>,
+    producer_config: ProducerConfig,
+    consumer_config: ConsumerConfig,
+    control: Arc<Control>,
+    reports: mpsc::Sender<CoreReport>,
+) {
+    let stats = Rc::new(RefCell::new(CoreStats::default()));
+    let done = Rc::new(Cell::new(false));
+    let ticker = glommio::spawn_local(tick(
+        core,
+        stats.clone(),
+        control.clone(),
+        reports,
+        done.clone(),
+    ));
+    let producer_config = Rc::new(producer_config);
+    let consumer_config = Rc::new(consumer_config);
+    let mut tasks = Vec::new();
+    for stream in fetches {
+        tasks.push(glommio::spawn_local(consumer::run(
+            stream,
+            consumer_config.clone(),
+            control.clone(),
+            stats.clone(),
+        )));
+    }
+    for stream in produces {
+        tasks.push(glommio::spawn_local(producer::run(
+            stream,
+            producer_config.clone(),
+            control.clone(),
+            stats.clone(),
+        )));
+    }
+    for task in tasks {
+        task.await;
+    }
+    done.set(true);
+    ticker.await;
+}
+
+/// Sends this core's measurements once per second, aligned on the run's start, and a
+/// last report when the core's streams are done.
+async fn tick(
+    core: usize,
+    stats: Rc<RefCell<CoreStats>>,
+    control: Arc<Control>,
+    reports: mpsc::Sender<CoreReport>,
+    done: Rc<Cell<bool>>,
+) {
+    const SECOND_NS: u64 = 1_000_000_000;
+    for tick in 1u64.. {
+        let boundary_ns = control.start_ns + tick * SECOND_NS;
+        loop {
+            let now = now_ns();
+            if now >= boundary_ns || done.get() {
+                break;
+            }
+            glommio::timer::sleep(Duration::from_nanos((boundary_ns - now).min(50_000_000))).await;
+        }
+        let last = done.get();
+        let (histograms, counters) = stats.borrow_mut().take();
+        let report = IntervalReport {
+            tick,
+            end_ns: if last {
+                now_ns().min(boundary_ns)
+            } else {
+                boundary_ns
+            },
+            histograms,
+            counters,
+            last,
+        };
+        if reports.send((core, report)).is_err() || last {
+            return;
+        }
+    }
+}
+
+fn print_summary(summary: &Summary, workload: &Workload) {
+    println!(
+        "{} ({}): {:.1} s measured, {} errors",
+        summary.label, summary.command, summary.measured_seconds, summary.errors
+    );
+    for (name, t) in [
+        ("produced", &summary.produce),
+        ("consumed", &summary.consume),
+    ] {
+        if let Some(t) = t {
+            println!(
+                "  {name}: {} messages, {:.0} msg/s, {:.1} MB/s",
+                t.messages, t.messages_per_second, t.megabytes_per_second
+            );
+        }
+    }
+    for (metric, l) in &summary.latency_ms {
+        println!(
+            "  {metric} latency ms: p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  p99.99 {:.3}  max {:.3}  ({} values)",
+            l.p50, l.p90, l.p99, l.p99_9, l.p99_99, l.max, l.count
+        );
+    }
+    for (kind, count) in &summary.error_kinds {
+        println!("  error {kind}: {count}");
+    }
+    println!("  results in {}", workload.out.display());
+}

@@ -1,0 +1,284 @@
+//! loadgen against the real broker: its records read back intact by kafka-python, the
+//! histogram files of an e2e run re-read and checked, `compare` on two recorded runs, and
+//! a broker that goes away mid-run. The binary is `target/debug/loadgen`, which
+//! `tests/run-all.sh` builds before the tests.
+
+#[allow(dead_code)]
+mod common;
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use base64::Engine;
+use common::{broker::Broker, scratch_dir};
+use hdrhistogram::serialization::{
+    interval_log::{IntervalLogIterator, LogEntry},
+    Deserializer,
+};
+
+fn loadgen() -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/debug/loadgen");
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo build -p loadgen` (tests/run-all.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// Runs loadgen with `args` and returns its output, failing with it and the broker's log
+/// if it does not exit with `code`.
+fn run_loadgen(args: &[&str], broker: &Broker, code: i32) -> Output {
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(loadgen())
+        .args(args)
+        .output()
+        .expect("run loadgen");
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "loadgen {args:?}:\n{}\n{}\nbroker log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        broker.log()
+    );
+    out
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json");
+    serde_json::from_str(&text).expect("summary.json is JSON")
+}
+
+/// Sums the counts of every interval in an `.hlog` file.
+fn hlog_count(path: &Path) -> (u64, usize) {
+    let bytes = std::fs::read(path).expect("hlog");
+    let mut deserializer = Deserializer::new();
+    let (mut count, mut intervals) = (0, 0);
+    for entry in IntervalLogIterator::new(&bytes) {
+        if let LogEntry::Interval(interval) = entry.expect("hlog parses") {
+            let encoded = base64::engine::general_purpose::STANDARD
+                .decode(interval.encoded_histogram())
+                .expect("base64");
+            let histogram: hdrhistogram::Histogram<u64> = deserializer
+                .deserialize(&mut encoded.as_slice())
+                .expect("histogram decodes");
+            count += histogram.len();
+            intervals += 1;
+        }
+    }
+    (count, intervals)
+}
+
+fn hgrm_total(path: &Path) -> u64 {
+    let text = std::fs::read_to_string(path).expect("hgrm");
+    let line = text
+        .lines()
+        .find(|l| l.contains("Total count"))
+        .expect("hgrm footer");
+    line.rsplit('=')
+        .next()
+        .and_then(|s| s.trim().trim_end_matches(']').trim().parse().ok())
+        .expect("total count")
+}
+
+#[test]
+fn kafka_python_reads_back_what_loadgen_produced() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    let out = dir.path().join("run");
+    let bootstrap = broker.bootstrap();
+    run_loadgen(
+        &[
+            "produce",
+            "--bootstrap",
+            &bootstrap,
+            "--topic",
+            "lg",
+            "--partitions",
+            "3",
+            "--producers",
+            "2",
+            "--messages",
+            "5000",
+            "--message-size",
+            "300",
+            "--batch-bytes",
+            "4096",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &broker,
+        0,
+    );
+    let s = summary(&out);
+    assert_eq!(s["produce"]["messages"], 5000, "{s}");
+    assert_eq!(s["errors"], 0, "{s}");
+    assert_eq!(s["latency_ms"]["produce"]["count"], 5000, "{s}");
+
+    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pyenv/bin/python");
+    let check = Command::new("timeout")
+        .arg("120")
+        .arg(python)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/loadgen_check.py"))
+        .args([&bootstrap, "lg", "5000", "300"])
+        .output()
+        .expect("run python");
+    assert!(
+        check.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+#[test]
+fn e2e_run_writes_histograms_that_read_back_and_compare_plots_them() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    let bootstrap = broker.bootstrap();
+    let runs: Vec<PathBuf> = ["slow", "fast"]
+        .iter()
+        .map(|l| dir.path().join(l))
+        .collect();
+    for (run, rate) in runs.iter().zip(["1000", "2000"]) {
+        let label = run.file_name().unwrap().to_str().unwrap();
+        run_loadgen(
+            &[
+                "e2e",
+                "--bootstrap",
+                &bootstrap,
+                "--topic",
+                label,
+                "--partitions",
+                "4",
+                "--producers",
+                "2",
+                "--consumers",
+                "2",
+                "--rate",
+                rate,
+                "--duration",
+                "3s",
+                "--label",
+                label,
+                "--profile",
+                "test",
+                "--out",
+                run.to_str().unwrap(),
+            ],
+            &broker,
+            0,
+        );
+        let s = summary(run);
+        let produced = s["produce"]["messages"].as_u64().unwrap();
+        let expected = 3 * rate.parse::<u64>().unwrap();
+        assert!(produced + 10 >= expected && produced <= expected, "{s}");
+        assert_eq!(s["consume"]["messages"].as_u64(), Some(produced), "{s}");
+        assert_eq!(s["errors"], 0, "{s}");
+        assert_eq!(s["profile"], "test");
+        for metric in ["produce", "e2e", "fetch"] {
+            let count = s["latency_ms"][metric]["count"].as_u64().unwrap();
+            let (logged, intervals) = hlog_count(&run.join(format!("{metric}.hlog")));
+            assert_eq!(
+                logged, count,
+                "{metric}: .hlog intervals sum to the summary's count"
+            );
+            assert!(intervals >= 3, "{metric}: one interval per second");
+            assert_eq!(hgrm_total(&run.join(format!("{metric}.hgrm"))), count);
+        }
+        let e2e = &s["latency_ms"]["e2e"];
+        assert!(
+            e2e["p50"].as_f64() <= e2e["p99"].as_f64()
+                && e2e["p99"].as_f64() <= e2e["max"].as_f64()
+        );
+    }
+
+    let plot = dir.path().join("plot.svg");
+    let out = run_loadgen(
+        &[
+            "compare",
+            runs[0].to_str().unwrap(),
+            runs[1].to_str().unwrap(),
+            "--metric",
+            "e2e",
+            "--plot",
+            plot.to_str().unwrap(),
+        ],
+        &broker,
+        0,
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("slow") && table.contains("fast"), "{table}");
+    let fast = table
+        .lines()
+        .find(|l| l.starts_with("fast"))
+        .expect("fast row");
+    let ratio: f64 = fast
+        .split_whitespace()
+        .nth(2)
+        .and_then(|r| {
+            r.trim_start_matches('(')
+                .trim_end_matches("x)")
+                .parse()
+                .ok()
+        })
+        .expect("throughput ratio");
+    assert!(
+        (1.6..2.4).contains(&ratio),
+        "twice the rate is about twice the throughput: {table}"
+    );
+    let svg = std::fs::read_to_string(&plot).expect("plot written");
+    assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+    assert!(svg.matches(',').count() > 20, "curves have points");
+}
+
+#[test]
+fn broker_going_away_ends_the_run_with_the_results_so_far() {
+    let dir = scratch_dir();
+    let mut broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    let out = dir.path().join("run");
+    let mut child = Command::new(loadgen())
+        .args([
+            "produce",
+            "--bootstrap",
+            &broker.bootstrap(),
+            "--topic",
+            "gone",
+            "--rate",
+            "2000",
+            "--duration",
+            "60s",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start loadgen");
+    std::thread::sleep(Duration::from_secs(2));
+    broker.crash_and_restart();
+    broker.stop();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "loadgen did not end"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("run ended early"), "{stderr}");
+    let s = summary(&out);
+    assert!(s["aborted"].is_string(), "{s}");
+    assert!(s["produce"]["messages"].as_u64().unwrap() > 1000, "{s}");
+}
