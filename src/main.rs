@@ -133,6 +133,12 @@ struct ServeArgs {
     /// fsync (durable acks) or write-only (comparison runs only). [default: fsync]
     #[arg(long, value_name = "MODE")]
     flush_mode: Option<String>,
+    /// Start a group commit early once this many bytes wait for it. [default: 16777216]
+    #[arg(long, value_name = "BYTES")]
+    flush_bytes: Option<u64>,
+    /// Poll this long for work before an idle shard sleeps, e.g. 200us. [default: 0]
+    #[arg(long, value_name = "DURATION")]
+    spin_before_park: Option<String>,
     /// Create topics on first use. [default: true]
     #[arg(long, value_name = "BOOL")]
     auto_create_topics: Option<bool>,
@@ -174,6 +180,8 @@ impl ServeArgs {
                 cores: self.cores,
                 flush_interval: self.flush_interval,
                 flush_mode: self.flush_mode,
+                flush_bytes: self.flush_bytes,
+                spin_before_park: self.spin_before_park,
                 auto_create_topics: self.auto_create_topics,
                 default_partitions: self.default_partitions,
                 log_level: self.log_level,

@@ -78,6 +78,12 @@ pub struct Workload {
     /// Name of the broker configuration under test, recorded in summary.json.
     #[arg(long)]
     pub profile: Option<String>,
+    /// How long an idle loadgen thread polls before it sleeps in the kernel: waking a
+    /// sleeping core costs tens of microseconds (on a VM sometimes milliseconds), which
+    /// would be measured as broker latency.
+    #[arg(long, default_value = "100us", value_parser = parse_duration)]
+    #[serde(serialize_with = "as_seconds")]
+    pub spin: Duration,
     /// CPU cores to run on, one pinned thread each (e.g. 0 or 0,2-3); default: one
     /// unpinned thread.
     #[arg(long, value_parser = parse_cores)]
@@ -150,7 +156,8 @@ impl Workload {
     }
 }
 
-/// Parses `250ms`, `30s`, `2m`, `1h`, `1500us` or a bare number of seconds.
+/// Parses `250ms`, `30s`, `2m`, `1h`, `1500us` or `0`; a bare number other than 0 is
+/// refused rather than guessed (weir's own flags read it as milliseconds).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
@@ -161,7 +168,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .parse()
         .map_err(|_| format!("`{text}` is not a duration (e.g. 500ms, 30s, 2m)"))?;
     let seconds = match unit {
-        "" | "s" => number,
+        "" if number == 0.0 => 0.0,
+        "" => return Err(format!("`{text}` needs a unit (us, ms, s, m, h)")),
+        "s" => number,
         "ms" => number / 1e3,
         "us" => number / 1e6,
         "m" => number * 60.0,
@@ -215,7 +224,8 @@ mod tests {
     fn durations_parse_with_units() {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("15").is_err());
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("-1s").is_err());

@@ -123,6 +123,7 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         let consumer_config = consumer_config.clone();
         let handle = LocalExecutorBuilder::new(placement)
             .name(&format!("loadgen-{index}"))
+            .spin_before_park(workload.spin)
             .spawn(move || {
                 core_main(
                     index,

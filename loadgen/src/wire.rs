@@ -24,13 +24,12 @@ pub const RESPONSE_BYTES_MAX: usize = 128 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
     /// The socket failed or the broker closed it.
-    #[error("broker {addr}: {source}")]
+    #[error("broker {addr}: {error}")]
     Io {
         /// The broker address.
         addr: String,
-        /// The error.
-        #[source]
-        source: std::io::Error,
+        /// The error (in the message, not a separate cause, so it is printed once).
+        error: std::io::Error,
     },
     /// A request could not be encoded or a response decoded.
     #[error("broker {addr}: {reason}")]
@@ -50,7 +49,7 @@ pub async fn connect(addr: &str) -> Result<(RequestWriter, ResponseReader)> {
     let addr: Rc<str> = Rc::from(addr);
     let io = |source| WireError::Io {
         addr: addr.to_string(),
-        source,
+        error: source,
     };
     let stream = TcpStream::connect(&*addr).await.map_err(|e| io(e.into()))?;
     stream.set_nodelay(true).map_err(|e| io(e.into()))?;
@@ -103,7 +102,7 @@ impl RequestWriter {
             .await
             .map_err(|source| WireError::Io {
                 addr: self.addr.to_string(),
-                source,
+                error: source,
             })?;
         Ok(self.correlation_id)
     }
@@ -125,7 +124,7 @@ impl ResponseReader {
     ) -> Result<R::Response> {
         let io = |source| WireError::Io {
             addr: self.addr.to_string(),
-            source,
+            error: source,
         };
         let mut length = [0u8; 4];
         self.half.read_exact(&mut length).await.map_err(io)?;

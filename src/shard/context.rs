@@ -102,7 +102,7 @@ impl ShardContext {
                 flush: FlushConfig {
                     interval: config.flush_interval,
                     mode: config.flush_mode,
-                    ..FlushConfig::default()
+                    dirty_bytes_max: config.flush_bytes_max,
                 },
                 cache_bytes_max: config.cache_bytes_max,
             },

@@ -103,6 +103,7 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
         let core = config.core_of(shard);
         let handle = LocalExecutorBuilder::new(Placement::Fixed(core))
             .name(&format!("weir-shard-{shard}"))
+            .spin_before_park(config.spin_before_park)
             .spawn(move || async move {
                 let ctx =
                     ShardContext::start(ShardId(shard), config, registry, producer_ids, offsets)

@@ -103,6 +103,9 @@ pub struct SegmentAppender {
     growing: Vec<Task<Result<()>>>,
     /// True while a zero-fill is running.
     zero_filling: Rc<Cell<bool>>,
+    /// Set when a zero-fill failed: no further growth starts, and the next flush waits
+    /// for (and fails with) the failed task.
+    growth_failed: Rc<Cell<bool>>,
     appended_since_flush: usize,
 }
 
@@ -156,6 +159,7 @@ impl SegmentAppender {
             zeroed_end: Rc::new(Cell::new(len)),
             growing: Vec::new(),
             zero_filling: Rc::new(Cell::new(false)),
+            growth_failed: Rc::new(Cell::new(false)),
             appended_since_flush: 0,
         })
     }
@@ -244,13 +248,23 @@ impl SegmentAppender {
         chunks.extend(writes.iter().cloned());
         chunks.sort_by_key(|c| c.position);
         let end = chunks.last().map_or(self.end(), Chunk::end);
+        // A flush whose chunks all lie inside zeros already on disk need not wait for the
+        // zero-fill running beyond them; a failed zero-fill is handed to the next flush.
+        let inside_zeros = matches!(self.growth, FileGrowth::ZeroFill { .. })
+            && end.0 <= self.zeroed_end.get()
+            && !self.growth_failed.get();
+        let growing = if inside_zeros {
+            Vec::new()
+        } else {
+            std::mem::take(&mut self.growing)
+        };
         Some(FlushWrite {
             file: Rc::clone(&self.file),
             path: self.path.clone(),
             chunks,
             writes,
             behind: behind.into_iter().map(|(_, task)| task).collect(),
-            growing: std::mem::take(&mut self.growing),
+            growing,
             end,
         })
     }
@@ -302,9 +316,14 @@ impl SegmentAppender {
                 }));
             }
             FileGrowth::ZeroFill { step_bytes } => {
-                if end + step_bytes / 2 <= self.allocated_end || self.zero_filling.get() {
+                if end + step_bytes / 2 <= self.allocated_end
+                    || self.zero_filling.get()
+                    || self.growth_failed.get()
+                {
                     return;
                 }
+                // The previous zero-fill finished and succeeded: its task is done.
+                self.growing.clear();
                 // Zeros go strictly beyond every byte appended so far, so they never
                 // land on data; later writes into this range wait for them (flushes
                 // await `growing`; write-behind checks `zeroed_end`).
@@ -312,11 +331,15 @@ impl SegmentAppender {
                 self.allocated_end = from + step_bytes;
                 self.zero_filling.set(true);
                 let (file, path) = (Rc::clone(&self.file), self.path.clone());
-                let (zeroed_end, zero_filling) =
-                    (Rc::clone(&self.zeroed_end), Rc::clone(&self.zero_filling));
+                let (zeroed_end, zero_filling, failed) = (
+                    Rc::clone(&self.zeroed_end),
+                    Rc::clone(&self.zero_filling),
+                    Rc::clone(&self.growth_failed),
+                );
                 self.growing.push(glommio::spawn_local(async move {
                     let result = zero_fill(&file, &path, from, step_bytes as usize).await;
                     zero_filling.set(false);
+                    failed.set(result.is_err());
                     result?;
                     // Everything below `from` is data appended before this step began
                     // or earlier zeros.
@@ -328,14 +351,39 @@ impl SegmentAppender {
     }
 }
 
+/// Zeros are written in pieces of this size, one at a time: a flush's small write queued
+/// behind one piece at the device waits for 256 KiB, not for the whole step.
+const ZERO_FILL_PIECE_BYTES: usize = 256 << 10;
+
+/// Writes `bytes` zeros at `from` and fdatasyncs, so the file-size change is committed
+/// here, off the flush path, instead of by the next flush's fdatasync.
 async fn zero_fill(file: &DmaFile, path: &std::path::Path, from: u64, bytes: usize) -> Result<()> {
-    let mut zeros = file.alloc_dma_buffer(bytes);
-    zeros.as_bytes_mut().fill(0);
-    let n = file
-        .write_at(zeros, from)
+    let zeros = Rc::new({
+        let mut zeros = file.alloc_dma_buffer(ZERO_FILL_PIECE_BYTES.min(bytes));
+        zeros.as_bytes_mut().fill(0);
+        zeros
+    });
+    let mut at = from;
+    let end = from + bytes as u64;
+    while at < end {
+        let piece = ZERO_FILL_PIECE_BYTES.min((end - at) as usize);
+        let buffer = if piece == zeros.len() {
+            Rc::clone(&zeros)
+        } else {
+            let mut last = file.alloc_dma_buffer(piece);
+            last.as_bytes_mut().fill(0);
+            Rc::new(last)
+        };
+        let n = file
+            .write_rc_at(buffer, at)
+            .await
+            .map_err(|e| StorageError::io("zero-fill", path, e))?;
+        check_full_write(path, at, n, piece)?;
+        at += piece as u64;
+    }
+    file.fdatasync()
         .await
-        .map_err(|e| StorageError::io("zero-fill", path, e))?;
-    check_full_write(path, from, n, bytes)
+        .map_err(|e| StorageError::io("zero-fill fdatasync", path, e))
 }
 
 /// One flush of one file: the sealed chunks, ready to be written, and the write-behind
