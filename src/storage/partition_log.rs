@@ -29,14 +29,14 @@ use std::{
 };
 
 use bytes::Bytes;
-use futures_util::future::{try_join_all, LocalBoxFuture};
+use futures_util::future::try_join_all;
 use glommio::sync::Semaphore;
 
 use super::{
     batch_cache::SegmentKey,
     config::LogConfig,
     error::FenceReason,
-    flush::FlushTarget,
+    flush::{FlushTarget, PendingFlush},
     producer_state::{sequence_after, BatchSequence, ProducerStates, SequenceCheck, SequenceError},
     record_batch::ProducePayload,
     recovery::RecoveryReport,
@@ -776,7 +776,7 @@ impl PartitionLog {
 }
 
 impl FlushTarget for LogShared {
-    fn begin_flush(self: Rc<Self>, sync: bool) -> Option<LocalBoxFuture<'static, ()>> {
+    fn begin_flush(self: Rc<Self>) -> Option<PendingFlush> {
         self.queued.set(false);
         let (jobs, target) = {
             let mut st = self.state.borrow_mut();
@@ -802,12 +802,19 @@ impl FlushTarget for LogShared {
         if jobs.is_empty() {
             return None;
         }
-        Some(Box::pin(async move {
-            let outcomes: Vec<(Offset, u64, bool)> = jobs
-                .iter()
-                .map(|(b, f)| (*b, f.size(), f.seals()))
-                .collect();
-            let result = try_join_all(jobs.into_iter().map(|(_, f)| f.run(sync))).await;
+        let outcomes: Vec<(Offset, u64, bool)> = jobs
+            .iter()
+            .map(|(b, f)| (*b, f.size(), f.seals()))
+            .collect();
+        let sync_files = jobs.iter().flat_map(|(_, f)| f.sync_files()).collect();
+        let written_file = jobs.iter().find_map(|(_, f)| f.written_file());
+        // The round's fdatasyncs, after every write of the round, make these durable.
+        let write = Box::pin(async move {
+            try_join_all(jobs.into_iter().map(|(_, f)| f.run(false)))
+                .await
+                .map(|_| ())
+        });
+        let finish = Box::new(move |result: Result<()>| {
             let mut st = self.state.borrow_mut();
             match result {
                 Ok(_) => {
@@ -839,7 +846,13 @@ impl FlushTarget for LogShared {
                     }
                 }
             }
-        }))
+        });
+        Some(PendingFlush {
+            write,
+            sync_files,
+            written_file,
+            finish,
+        })
     }
 }
 
