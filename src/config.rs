@@ -371,6 +371,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_tuning_profile_loads_and_the_default_profile_is_the_default() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tuning");
+        let mut seen = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("tuning/") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let overrides = ConfigOverrides::from_file(&path).expect("profile parses");
+                let config = BrokerConfig::default()
+                    .apply(overrides)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                seen.push((
+                    path.file_stem().unwrap().to_string_lossy().into_owned(),
+                    config,
+                ));
+            }
+        }
+        seen.sort_by(|a, b| a.0.cmp(&b.0));
+        let names: Vec<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["default", "low-latency", "max-throughput", "no-fsync"]
+        );
+        let default = BrokerConfig::default();
+        let (_, profile) = &seen[0];
+        assert_eq!(profile.flush_interval, default.flush_interval);
+        assert_eq!(profile.flush_mode, default.flush_mode);
+        assert_eq!(profile.flush_bytes_max, default.flush_bytes_max);
+        assert_eq!(profile.spin_before_park, default.spin_before_park);
+        assert_eq!(profile.inflight_bytes_max, default.inflight_bytes_max);
+        assert_eq!(profile.cache_bytes_max, default.cache_bytes_max);
+        assert_eq!(seen[3].1.flush_mode, FlushMode::WriteOnly);
+    }
+
+    #[test]
     fn durations_parse_with_units() {
         assert_eq!(parse_duration("1ms"), Ok(Duration::from_millis(1)));
         assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));

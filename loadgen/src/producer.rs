@@ -127,88 +127,20 @@ async fn produce(
         .detach()
     });
 
-    let filler = filler(config.message_bytes);
-    let period_ns = if stream.rate > 0.0 {
-        1e9 / stream.rate
-    } else {
-        0.0
-    };
-    let due_ns = |i: u64| control.start_ns + (i as f64 * period_ns) as u64;
-    let mut open: Vec<Option<OpenBatch>> = stream.partitions.iter().map(|_| None).collect();
-    let mut ready: VecDeque<ReadyBatch> = VecDeque::new();
-    let mut generated = 0u64;
-    let mut buffered_bytes = 0u64;
-    let record_bytes = config.message_bytes as u64 + 16;
-    let wall_ms = wall_clock_ms();
-
+    let mut batches = Accumulator::new(stream, config, control.start_ns);
     loop {
         let now = now_ns();
-        let quota_left = stream.messages.is_none_or(|n| generated < n);
-        let stopping = control.stopping(now) || !quota_left;
+        let stopping = control.stopping(now) || batches.quota_reached();
         if !stopping {
-            while buffered_bytes < config.buffer_bytes
-                && stream.messages.is_none_or(|n| generated < n)
-            {
-                let send_ns = if period_ns > 0.0 {
-                    let due = due_ns(generated);
-                    if due > now {
-                        break;
-                    }
-                    due
-                } else {
-                    if ready.len() >= stream.partitions.len() {
-                        break;
-                    }
-                    now
-                };
-                let slot = (generated % stream.partitions.len() as u64) as usize;
-                let batch = open[slot].get_or_insert_with(|| OpenBatch {
-                    builder: BatchBuilder::new(config.batch_bytes, wall_ms(send_ns)),
-                    send_ns: Vec::with_capacity(config.batch_bytes / config.message_bytes + 1),
-                    opened_ns: send_ns,
-                });
-                batch.builder.push_payload(
-                    wall_ms(send_ns),
-                    config.message_bytes,
-                    send_ns,
-                    stream.id << 40 | generated,
-                    &filler,
-                );
-                batch.send_ns.push(send_ns);
-                generated += 1;
-                buffered_bytes += record_bytes;
-                if batch.builder.bytes() >= config.batch_bytes {
-                    close(&mut open[slot], slot, &mut ready);
-                }
-            }
+            batches.generate(now);
         }
-        let mut next_linger_ns = u64::MAX;
-        for (slot, open_batch) in open.iter_mut().enumerate() {
-            if let Some(batch) = open_batch {
-                let deadline = batch.opened_ns.saturating_add(config.linger_ns);
-                if stopping || deadline <= now {
-                    close(open_batch, slot, &mut ready);
-                } else {
-                    next_linger_ns = next_linger_ns.min(deadline);
-                }
-            }
-        }
-        if ready.is_empty() {
-            if stopping {
+        if !batches.sendable(now, stopping) {
+            if stopping && batches.is_empty() {
                 break;
             }
-            let mut wake_ns = next_linger_ns;
-            if period_ns > 0.0 && buffered_bytes < config.buffer_bytes {
-                wake_ns = wake_ns.min(due_ns(generated));
-            }
+            let mut wake_ns = batches.next_event_ns();
             if let Some(end) = control.end_ns {
                 wake_ns = wake_ns.min(end);
-            }
-            if wake_ns == u64::MAX {
-                return Err(format!(
-                    "producer {}: nothing to send and nothing due",
-                    stream.id
-                ));
             }
             let wait = instant_at(wake_ns).saturating_duration_since(instant_at(now_ns()));
             glommio::timer::sleep(wait.min(Duration::from_millis(100))).await;
@@ -217,8 +149,13 @@ async fn produce(
         if slots.acquire(1).await.is_err() {
             return Ok(());
         }
-        let (request, batches, bytes) = request_from(&mut ready, stream, config);
-        buffered_bytes -= bytes;
+        // Messages that fell due while every slot was busy join the batches about to go.
+        let now = now_ns();
+        let stopping = control.stopping(now) || batches.quota_reached();
+        if !stopping {
+            batches.generate(now);
+        }
+        let (request, sent) = batches.take_request(now, stopping);
         let correlation_id = writer
             .send(&request, PRODUCE_VERSION)
             .await
@@ -226,15 +163,15 @@ async fn produce(
         if acknowledged {
             let _ = in_flight_tx.try_send(InFlight {
                 correlation_id,
-                batches,
+                batches: sent,
             });
         } else {
             let written_ns = now_ns();
             let mut stats = stats.borrow_mut();
             let mut messages = 0u64;
-            for (_, send_ns) in &batches {
-                for &sent in send_ns {
-                    stats.record(Metric::Produce, written_ns.saturating_sub(sent));
+            for (_, send_ns) in &sent {
+                for &due in send_ns {
+                    stats.record(Metric::Produce, written_ns.saturating_sub(due));
                 }
                 messages += send_ns.len() as u64;
             }
@@ -266,55 +203,191 @@ async fn produce(
     }
 }
 
-fn close(slot_batch: &mut Option<OpenBatch>, slot: usize, ready: &mut VecDeque<ReadyBatch>) {
-    if let Some(batch) = slot_batch.take() {
-        ready.push_back(ReadyBatch {
-            slot,
-            records: batch.builder.finish(),
-            send_ns: batch.send_ns,
-        });
-    }
+/// The stream's unsent messages: one open batch per partition, filling until it is full
+/// (then it waits, closed, in `ready`) or until a request slot is free and its linger
+/// has passed. A batch stays open while it waits for a slot, so messages that fall due
+/// meanwhile join it instead of fragmenting into many small batches.
+struct Accumulator<'a> {
+    stream: &'a ProduceStream,
+    config: &'a ProducerConfig,
+    start_ns: u64,
+    period_ns: f64,
+    filler: Vec<u8>,
+    wall_ms: Box<dyn Fn(u64) -> i64>,
+    open: Vec<Option<OpenBatch>>,
+    ready: VecDeque<ReadyBatch>,
+    generated: u64,
+    buffered_bytes: u64,
 }
 
-/// Takes the oldest ready batch of each partition (up to the request size limit) into one
-/// Produce request. Returns the request, its batches' send times and its message bytes.
-fn request_from(
-    ready: &mut VecDeque<ReadyBatch>,
-    stream: &ProduceStream,
-    config: &ProducerConfig,
-) -> (ProduceRequest, Vec<(i32, Vec<u64>)>, u64) {
-    let mut partitions: Vec<PartitionProduceData> = Vec::new();
-    let mut batches = Vec::new();
-    let mut taken = vec![false; stream.partitions.len()];
-    let mut request_bytes = 0usize;
-    let mut buffered = 0u64;
-    let mut kept = VecDeque::with_capacity(ready.len());
-    while let Some(batch) = ready.pop_front() {
-        let fits =
-            partitions.is_empty() || request_bytes + batch.records.len() <= REQUEST_BYTES_MAX;
-        if taken[batch.slot] || !fits {
-            kept.push_back(batch);
-            continue;
+impl<'a> Accumulator<'a> {
+    fn new(stream: &'a ProduceStream, config: &'a ProducerConfig, start_ns: u64) -> Self {
+        Accumulator {
+            stream,
+            config,
+            start_ns,
+            period_ns: if stream.rate > 0.0 {
+                1e9 / stream.rate
+            } else {
+                0.0
+            },
+            filler: filler(config.message_bytes),
+            wall_ms: Box::new(wall_clock_ms()),
+            open: stream.partitions.iter().map(|_| None).collect(),
+            ready: VecDeque::new(),
+            generated: 0,
+            buffered_bytes: 0,
         }
-        taken[batch.slot] = true;
-        request_bytes += batch.records.len();
-        buffered += batch.send_ns.len() as u64 * (config.message_bytes as u64 + 16);
-        let partition = stream.partitions[batch.slot];
-        partitions.push(
-            PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(batch.records)),
-        );
-        batches.push((partition, batch.send_ns));
     }
-    *ready = kept;
-    let mut request = ProduceRequest::default();
-    request.acks = config.acks.wire();
-    request.timeout_ms = 30_000;
-    request.topic_data = vec![TopicProduceData::default()
-        .with_name(config.topic.clone())
-        .with_partition_data(partitions)];
-    (request, batches, buffered)
+
+    fn record_bytes(&self) -> u64 {
+        self.config.message_bytes as u64 + 16
+    }
+
+    /// When message `i` is due on the fixed schedule.
+    fn due_ns(&self, i: u64) -> u64 {
+        self.start_ns + (i as f64 * self.period_ns) as u64
+    }
+
+    fn quota_reached(&self) -> bool {
+        self.stream.messages.is_some_and(|n| self.generated >= n)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ready.is_empty() && self.open.iter().all(Option::is_none)
+    }
+
+    /// Appends every message due by `now` (with a rate) or, in open throttle, until each
+    /// partition has a full batch waiting; either way only while the buffer has room.
+    fn generate(&mut self, now: u64) {
+        let partitions = self.stream.partitions.len();
+        while self.buffered_bytes < self.config.buffer_bytes && !self.quota_reached() {
+            let send_ns = if self.period_ns > 0.0 {
+                let due = self.due_ns(self.generated);
+                if due > now {
+                    break;
+                }
+                due
+            } else {
+                if self.ready.len() >= partitions {
+                    break;
+                }
+                now
+            };
+            let slot = (self.generated % partitions as u64) as usize;
+            let (batch_bytes, message_bytes) = (self.config.batch_bytes, self.config.message_bytes);
+            let timestamp_ms = (self.wall_ms)(send_ns);
+            let batch = self.open[slot].get_or_insert_with(|| OpenBatch {
+                builder: BatchBuilder::new(batch_bytes, timestamp_ms),
+                send_ns: Vec::with_capacity(batch_bytes / message_bytes + 1),
+                opened_ns: send_ns,
+            });
+            batch.builder.push_payload(
+                timestamp_ms,
+                message_bytes,
+                send_ns,
+                self.stream.id << 40 | self.generated,
+                &self.filler,
+            );
+            batch.send_ns.push(send_ns);
+            let full = batch.builder.bytes() >= batch_bytes;
+            self.generated += 1;
+            self.buffered_bytes += self.record_bytes();
+            if full {
+                self.close(slot);
+            }
+        }
+    }
+
+    fn close(&mut self, slot: usize) {
+        if let Some(batch) = self.open[slot].take() {
+            self.ready.push_back(ReadyBatch {
+                slot,
+                records: batch.builder.finish(),
+                send_ns: batch.send_ns,
+            });
+        }
+    }
+
+    fn lingered(&self, batch: &OpenBatch, now: u64, stopping: bool) -> bool {
+        stopping || batch.opened_ns.saturating_add(self.config.linger_ns) <= now
+    }
+
+    /// Whether a request could go now: a full batch waits, or an open one has lingered.
+    fn sendable(&self, now: u64, stopping: bool) -> bool {
+        !self.ready.is_empty()
+            || self
+                .open
+                .iter()
+                .flatten()
+                .any(|b| self.lingered(b, now, stopping))
+    }
+
+    /// The next moment something changes: a message falls due or a batch's linger ends.
+    fn next_event_ns(&self) -> u64 {
+        let linger = self
+            .open
+            .iter()
+            .flatten()
+            .map(|b| b.opened_ns.saturating_add(self.config.linger_ns))
+            .min()
+            .unwrap_or(u64::MAX);
+        if self.period_ns > 0.0
+            && self.buffered_bytes < self.config.buffer_bytes
+            && !self.quota_reached()
+        {
+            linger.min(self.due_ns(self.generated))
+        } else {
+            linger
+        }
+    }
+
+    /// One Produce request: for each partition its oldest full batch or, failing that,
+    /// its open batch if lingered; at most one batch per partition (Kafka's rule for
+    /// v2 batches) and [`REQUEST_BYTES_MAX`] bytes unless that is a single batch.
+    /// Returns the request and each batch's send times.
+    fn take_request(&mut self, now: u64, stopping: bool) -> (ProduceRequest, Vec<(i32, Vec<u64>)>) {
+        for slot in 0..self.open.len() {
+            let waiting = self.ready.iter().any(|b| b.slot == slot);
+            let lingered = self.open[slot]
+                .as_ref()
+                .is_some_and(|b| self.lingered(b, now, stopping));
+            if lingered && !waiting {
+                self.close(slot);
+            }
+        }
+        let mut partitions: Vec<PartitionProduceData> = Vec::new();
+        let mut sent = Vec::new();
+        let mut taken = vec![false; self.stream.partitions.len()];
+        let mut request_bytes = 0usize;
+        let mut kept = VecDeque::with_capacity(self.ready.len());
+        while let Some(batch) = self.ready.pop_front() {
+            let fits =
+                partitions.is_empty() || request_bytes + batch.records.len() <= REQUEST_BYTES_MAX;
+            if taken[batch.slot] || !fits {
+                kept.push_back(batch);
+                continue;
+            }
+            taken[batch.slot] = true;
+            request_bytes += batch.records.len();
+            self.buffered_bytes -= batch.send_ns.len() as u64 * self.record_bytes();
+            let partition = self.stream.partitions[batch.slot];
+            partitions.push(
+                PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(batch.records)),
+            );
+            sent.push((partition, batch.send_ns));
+        }
+        self.ready = kept;
+        let mut request = ProduceRequest::default();
+        request.acks = self.config.acks.wire();
+        request.timeout_ms = 30_000;
+        request.topic_data = vec![TopicProduceData::default()
+            .with_name(self.config.topic.clone())
+            .with_partition_data(partitions)];
+        (request, sent)
+    }
 }
 
 async fn read_responses(
@@ -381,4 +454,81 @@ fn wall_clock_ms() -> impl Fn(u64) -> i64 {
         .map_or(0, |d| d.as_millis() as i64);
     let clock_now_ns = now_ns();
     move |ns: u64| wall_now_ms + (ns as i64 - clock_now_ns as i64) / 1_000_000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::protocol::StrBytes;
+
+    fn config(batch_bytes: usize, linger_ns: u64) -> ProducerConfig {
+        ProducerConfig {
+            topic: TopicName(StrBytes::from_static_str("t")),
+            acks: Acks::All,
+            message_bytes: 100,
+            batch_bytes,
+            linger_ns,
+            max_in_flight: 5,
+            buffer_bytes: 1 << 20,
+        }
+    }
+
+    fn stream(rate: f64) -> ProduceStream {
+        ProduceStream {
+            id: 1,
+            leader: "x:1".into(),
+            partitions: vec![3, 4],
+            rate,
+            messages: None,
+        }
+    }
+
+    fn counts(sent: &[(i32, Vec<u64>)]) -> Vec<(i32, usize)> {
+        sent.iter().map(|(p, s)| (*p, s.len())).collect()
+    }
+
+    #[test]
+    fn messages_are_due_on_the_schedule_and_batches_grow_while_no_slot_is_free() {
+        let (s, c) = (stream(1000.0), config(1 << 20, 0));
+        let mut a = Accumulator::new(&s, &c, 0);
+        a.generate(9_999_999);
+        assert_eq!(
+            a.generated, 10,
+            "one message per millisecond, the first at 0"
+        );
+        // No slot was free meanwhile: the same open batches take the next messages.
+        a.generate(19_999_999);
+        assert!(a.sendable(19_999_999, false));
+        let (_, sent) = a.take_request(19_999_999, false);
+        assert_eq!(counts(&sent), vec![(3, 10), (4, 10)]);
+        assert!(sent[0].1.windows(2).all(|w| w[1] - w[0] == 2_000_000));
+        assert!(a.is_empty());
+        assert_eq!(a.next_event_ns(), 20_000_000);
+    }
+
+    #[test]
+    fn a_full_batch_goes_first_and_the_next_one_stays_open() {
+        let s = ProduceStream {
+            messages: Some(18),
+            ..stream(0.0)
+        };
+        let c = config(61 + 3 * 120, 1_000_000_000);
+        let mut a = Accumulator::new(&s, &c, 0);
+        a.generate(5);
+        assert_eq!(
+            a.ready.len(),
+            2,
+            "open throttle fills one batch per partition"
+        );
+        assert!(a.sendable(5, false));
+        let (_, sent) = a.take_request(5, false);
+        assert_eq!(counts(&sent), vec![(3, 4), (4, 4)]);
+        a.generate(6);
+        let (_, sent) = a.take_request(7, false);
+        assert_eq!(counts(&sent), vec![(3, 4), (4, 4)], "the next full batches");
+        a.generate(8);
+        assert_eq!(a.generated, 18, "the message count caps generation");
+        assert!(!a.sendable(8, false), "nothing full, linger not over");
+        assert!(a.sendable(7, true), "stopping sends what is open");
+    }
 }
