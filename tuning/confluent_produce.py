@@ -1,9 +1,9 @@
 """The reference producer for loadgen's own-throughput check: confluent-kafka
-(librdkafka) producing COUNT messages of SIZE bytes to partition 0 of TOPIC as fast as
-it can, with the batching and acks loadgen uses (batch.size BATCH, linger.ms 0, acks=all,
-5 requests in flight). Prints one JSON line with messages per second, counting from the
-first produce call to the last delivery report.
-Usage: confluent_produce.py BOOTSTRAP TOPIC COUNT SIZE BATCH"""
+(librdkafka) producing COUNT messages of SIZE bytes round-robin to PARTITIONS partitions
+of TOPIC as fast as it can, with the batching and acks loadgen uses (batch.size BATCH,
+linger.ms 0, acks=all, 5 requests in flight). Prints one JSON line with messages per
+second, counting from the first produce call to the last delivery report.
+Usage: confluent_produce.py BOOTSTRAP TOPIC COUNT SIZE BATCH PARTITIONS"""
 import json
 import sys
 import time
@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 
 bootstrap, topic = sys.argv[1], sys.argv[2]
 count, size, batch = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+partitions = int(sys.argv[6])
 payload = b"c" * size
 failures = []
 
@@ -27,10 +28,10 @@ producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms":
                      "queue.buffering.max.messages": 1000000,
                      "queue.buffering.max.kbytes": 1048576})
 started = time.perf_counter()
-for _ in range(count):
+for i in range(count):
     while True:
         try:
-            producer.produce(topic, value=payload, partition=0, on_delivery=report)
+            producer.produce(topic, value=payload, partition=i % partitions, on_delivery=report)
             break
         except BufferError:
             producer.poll(0.001)

@@ -18,7 +18,7 @@ pub struct CompareArgs {
     /// The latency compared: produce, e2e or fetch.
     #[arg(long, default_value = "produce")]
     pub metric: String,
-    /// Where to write the plot (SVG).
+    /// Where to write the plot (SVG; a PNG beside it too when `rsvg-convert` is installed).
     #[arg(long, default_value = "comparison.svg")]
     pub plot: PathBuf,
     /// Print the table as Markdown.
@@ -49,6 +49,17 @@ pub fn compare(args: &CompareArgs) -> Result<(), String> {
     std::fs::write(&args.plot, plot(&runs, &title))
         .map_err(|e| format!("{}: {e}", args.plot.display()))?;
     println!("plot: {}", args.plot.display());
+    let png = args.plot.with_extension("png");
+    match std::process::Command::new("rsvg-convert")
+        .arg(&args.plot)
+        .arg("-o")
+        .arg(&png)
+        .status()
+    {
+        Ok(status) if status.success() => println!("plot: {}", png.display()),
+        Ok(status) => eprintln!("rsvg-convert failed ({status}); the SVG is complete"),
+        Err(_) => eprintln!("no PNG: rsvg-convert is not installed (apt-get install librsvg2-bin)"),
+    }
     Ok(())
 }
 
@@ -128,7 +139,7 @@ fn table(runs: &[Run], metric: &str, markdown: bool) -> String {
 const WIDTH: f64 = 960.0;
 const HEIGHT: f64 = 540.0;
 const LEFT: f64 = 80.0;
-const RIGHT: f64 = 30.0;
+const RIGHT: f64 = 60.0;
 const TOP: f64 = 50.0;
 const BOTTOM: f64 = 60.0;
 const COLORS: [&str; 8] = [
