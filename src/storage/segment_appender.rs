@@ -106,6 +106,9 @@ pub struct SegmentAppender {
     /// Set when a zero-fill failed: no further growth starts, and the next flush waits
     /// for (and fails with) the failed task.
     growth_failed: Rc<Cell<bool>>,
+    /// End of the data appended so far, for a running zero-fill to see how close the
+    /// data is behind it.
+    data_end: Rc<Cell<u64>>,
     appended_since_flush: usize,
 }
 
@@ -160,6 +163,7 @@ impl SegmentAppender {
             growing: Vec::new(),
             zero_filling: Rc::new(Cell::new(false)),
             growth_failed: Rc::new(Cell::new(false)),
+            data_end: Rc::new(Cell::new(len)),
             appended_since_flush: 0,
         })
     }
@@ -202,6 +206,7 @@ impl SegmentAppender {
                 }
             }
         }
+        self.data_end.set(self.end().0);
     }
 
     fn seal_full_chunk(&mut self) {
@@ -322,7 +327,9 @@ impl SegmentAppender {
                 }));
             }
             FileGrowth::ZeroFill { step_bytes } => {
-                if end + step_bytes / 2 <= self.allocated_end
+                // A whole step ahead, so that at moderate rates the zeros can go out in
+                // small pieces long before the data needs them.
+                if end + step_bytes <= self.allocated_end
                     || self.zero_filling.get()
                     || self.growth_failed.get()
                 {
@@ -337,13 +344,15 @@ impl SegmentAppender {
                 self.allocated_end = from + step_bytes;
                 self.zero_filling.set(true);
                 let (file, path) = (Rc::clone(&self.file), self.path.clone());
-                let (zeroed_end, zero_filling, failed) = (
+                let (zeroed_end, zero_filling, failed, data_end) = (
                     Rc::clone(&self.zeroed_end),
                     Rc::clone(&self.zero_filling),
                     Rc::clone(&self.growth_failed),
+                    Rc::clone(&self.data_end),
                 );
                 self.growing.push(glommio::spawn_local(async move {
-                    let result = zero_fill(&file, &path, from, step_bytes as usize).await;
+                    let result =
+                        zero_fill(&file, &path, from, step_bytes as usize, &data_end).await;
                     zero_filling.set(false);
                     failed.set(result.is_err());
                     result?;
@@ -357,45 +366,57 @@ impl SegmentAppender {
     }
 }
 
-/// Zeros are written in pieces of this size, one at a time per shard: a flush's small
-/// write queued behind zeros at the device waits for one 256 KiB piece, not for a whole
-/// step — nor for every partition's step at once when a uniform load (200 partitions at
-/// the same rate, measured) brings them all to their next step together.
+/// Zeros go out in pieces of this size, one at a time per shard, while the data is more
+/// than [`ZERO_FILL_URGENT_BYTES`] behind them: a flush's small write queued behind zeros
+/// at the device then waits for one 256 KiB piece, not a whole step — nor for every
+/// partition's step at once when a uniform load (200 partitions at the same rate,
+/// measured) brings them all to their next step together. Once the data is close, the
+/// rest of the step goes in one write: the device writes one 2 MiB request far faster
+/// than eight 256 KiB ones (durable appends at full speed measured 1.3 GB/s against
+/// 0.8 GB/s with pieces only).
 const ZERO_FILL_PIECE_BYTES: usize = 256 << 10;
+/// Data closer than this to the next zeros makes the rest of the step urgent.
+const ZERO_FILL_URGENT_BYTES: u64 = 1 << 20;
 
 thread_local! {
-    /// The shard's zero-fill slot: one piece in flight per shard (a shard is a thread).
-    static ZERO_FILL_SLOT: Rc<glommio::sync::Semaphore> = Rc::new(glommio::sync::Semaphore::new(1));
+    /// The shard's zero-fill slot (a shard is a thread): one non-urgent piece at a time.
+    static ZERO_FILL_SLOT: Rc<glommio::sync::Semaphore> =
+        Rc::new(glommio::sync::Semaphore::new(1));
 }
 
 /// Writes `bytes` zeros at `from` and fdatasyncs, so the file-size change is committed
 /// here, off the flush path, instead of by the next flush's fdatasync.
-async fn zero_fill(file: &DmaFile, path: &std::path::Path, from: u64, bytes: usize) -> Result<()> {
-    let zeros = Rc::new({
-        let mut zeros = file.alloc_dma_buffer(ZERO_FILL_PIECE_BYTES.min(bytes));
-        zeros.as_bytes_mut().fill(0);
-        zeros
-    });
-    let mut at = from;
+async fn zero_fill(
+    file: &DmaFile,
+    path: &std::path::Path,
+    from: u64,
+    bytes: usize,
+    data_end: &Cell<u64>,
+) -> Result<()> {
     let end = from + bytes as u64;
+    let mut at = from;
     while at < end {
-        let piece = ZERO_FILL_PIECE_BYTES.min((end - at) as usize);
-        let buffer = if piece == zeros.len() {
-            Rc::clone(&zeros)
+        let urgent = data_end.get() + ZERO_FILL_URGENT_BYTES >= at;
+        let piece = if urgent {
+            (end - at) as usize
         } else {
-            let mut last = file.alloc_dma_buffer(piece);
-            last.as_bytes_mut().fill(0);
-            Rc::new(last)
+            ZERO_FILL_PIECE_BYTES.min((end - at) as usize)
         };
-        let slot = ZERO_FILL_SLOT.with(Rc::clone);
-        let permit = slot.acquire_permit(1).await.map_err(|e| {
-            StorageError::io("zero-fill", path, std::io::Error::other(e.to_string()))
-        })?;
+        let mut zeros = file.alloc_dma_buffer(piece);
+        zeros.as_bytes_mut().fill(0);
+        let _slot = if urgent {
+            None
+        } else {
+            let slot = ZERO_FILL_SLOT.with(Rc::clone);
+            let permit = slot.acquire_static_permit(1).await.map_err(|e| {
+                StorageError::io("zero-fill", path, std::io::Error::other(e.to_string()))
+            })?;
+            Some(permit)
+        };
         let n = file
-            .write_rc_at(buffer, at)
+            .write_at(zeros, at)
             .await
             .map_err(|e| StorageError::io("zero-fill", path, e))?;
-        drop(permit);
         check_full_write(path, at, n, piece)?;
         at += piece as u64;
     }
