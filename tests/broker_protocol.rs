@@ -10,73 +10,18 @@ use std::io::Write;
 use bytes::Bytes;
 use common::{
     broker::Broker,
-    kafka_client::{call, closed, connect, frame},
+    kafka_client::{call, closed, connect, create, fetch, frame, name, produce},
     scratch_dir,
 };
 use kafka_protocol::{
     messages::{
-        create_topics_request::CreatableTopic,
-        fetch_request::{FetchPartition, FetchTopic},
         produce_request::{PartitionProduceData, TopicProduceData},
-        ApiVersionsRequest, CreateTopicsRequest, FetchRequest, InitProducerIdRequest,
-        ProduceRequest, TopicName,
+        ApiVersionsRequest, InitProducerIdRequest, ProduceRequest,
     },
     protocol::StrBytes,
     ResponseError,
 };
 use weir::storage::record_batch::{build_batch, build_idempotent_batch};
-
-fn name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_string()))
-}
-
-fn create(port: u16, topic: &str, partitions: i32) -> i16 {
-    let mut t = CreatableTopic::default();
-    t.name = name(topic);
-    t.num_partitions = partitions;
-    t.replication_factor = 1;
-    let mut req = CreateTopicsRequest::default();
-    req.topics = vec![t];
-    req.timeout_ms = 5000;
-    call(&mut connect(port), &req, 7).topics[0].error_code
-}
-
-fn produce(port: u16, topic: &str, partition: i32, records: Vec<u8>) -> (i16, i64) {
-    let mut p = PartitionProduceData::default();
-    p.index = partition;
-    p.records = Some(Bytes::from(records));
-    let mut t = TopicProduceData::default();
-    t.name = name(topic);
-    t.partition_data = vec![p];
-    let mut req = ProduceRequest::default();
-    req.acks = -1;
-    req.timeout_ms = 5000;
-    req.topic_data = vec![t];
-    let r = call(&mut connect(port), &req, 9);
-    let p = &r.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
-}
-
-fn fetch(port: u16, topic: &str, partition: i32, offset: i64) -> (i16, i64, Bytes) {
-    let mut p = FetchPartition::default();
-    p.partition = partition;
-    p.fetch_offset = offset;
-    p.partition_max_bytes = 1 << 20;
-    let mut t = FetchTopic::default();
-    t.topic = name(topic);
-    t.partitions = vec![p];
-    let mut req = FetchRequest::default();
-    req.max_wait_ms = 100;
-    req.max_bytes = 1 << 20;
-    req.topics = vec![t];
-    let r = call(&mut connect(port), &req, 12);
-    let d = &r.responses[0].partitions[0];
-    (
-        d.error_code,
-        d.high_watermark,
-        d.records.clone().unwrap_or_default(),
-    )
-}
 
 fn code(e: ResponseError) -> i16 {
     e.code()

@@ -177,7 +177,9 @@ impl Broker {
             .is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
-    fn kill(&mut self) {
+    /// Kills the broker with SIGKILL (a crash) and waits for it; [`restart`](Self::restart)
+    /// starts it again.
+    pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();

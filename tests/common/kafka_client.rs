@@ -7,9 +7,15 @@ use std::{
     time::Duration,
 };
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::{
-    messages::{RequestHeader, ResponseHeader},
+    messages::{
+        create_topics_request::CreatableTopic,
+        fetch_request::{FetchPartition, FetchTopic},
+        produce_request::{PartitionProduceData, TopicProduceData},
+        CreateTopicsRequest, FetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
+        TopicName,
+    },
     protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes},
 };
 
@@ -58,4 +64,61 @@ pub fn call<R: Request>(stream: &mut TcpStream, request: &R, version: i16) -> R:
 pub fn closed(stream: &mut TcpStream) -> bool {
     let mut b = [0u8; 1];
     matches!(stream.read(&mut b), Ok(0) | Err(_))
+}
+
+/// A topic name.
+pub fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+/// Creates `topic` with `partitions` partitions; returns the error code.
+pub fn create(port: u16, topic: &str, partitions: i32) -> i16 {
+    let mut t = CreatableTopic::default();
+    t.name = name(topic);
+    t.num_partitions = partitions;
+    t.replication_factor = 1;
+    let mut req = CreateTopicsRequest::default();
+    req.topics = vec![t];
+    req.timeout_ms = 5000;
+    call(&mut connect(port), &req, 7).topics[0].error_code
+}
+
+/// Produces `records` (RecordBatch bytes) with acks=all; returns the error code and
+/// base offset.
+pub fn produce(port: u16, topic: &str, partition: i32, records: Vec<u8>) -> (i16, i64) {
+    let mut p = PartitionProduceData::default();
+    p.index = partition;
+    p.records = Some(Bytes::from(records));
+    let mut t = TopicProduceData::default();
+    t.name = name(topic);
+    t.partition_data = vec![p];
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 5000;
+    req.topic_data = vec![t];
+    let r = call(&mut connect(port), &req, 9);
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// Fetches from `offset`; returns the error code, high watermark and records.
+pub fn fetch(port: u16, topic: &str, partition: i32, offset: i64) -> (i16, i64, Bytes) {
+    let mut p = FetchPartition::default();
+    p.partition = partition;
+    p.fetch_offset = offset;
+    p.partition_max_bytes = 1 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = name(topic);
+    t.partitions = vec![p];
+    let mut req = FetchRequest::default();
+    req.max_wait_ms = 100;
+    req.max_bytes = 1 << 20;
+    req.topics = vec![t];
+    let r = call(&mut connect(port), &req, 12);
+    let d = &r.responses[0].partitions[0];
+    (
+        d.error_code,
+        d.high_watermark,
+        d.records.clone().unwrap_or_default(),
+    )
 }
