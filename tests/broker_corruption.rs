@@ -13,25 +13,10 @@ use std::{fs::OpenOptions, io::Write, path::Path};
 use common::{
     broker::Broker,
     kafka_client::{create, fetch, produce},
+    rng::Rng,
     scratch_dir, split_batches, StoredBatch,
 };
 use weir::storage::record_batch::build_batch;
-
-/// xorshift64*: small, seeded, good enough to pick damage.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// The newest file with `extension` in `dir`.
 fn last_file(dir: &Path, extension: &str) -> std::path::PathBuf {
@@ -104,17 +89,8 @@ fn read_everything(port: u16) -> (i64, Vec<StoredBatch>) {
 
 #[test]
 fn torn_and_corrupt_tails_lose_nothing_acknowledged_across_restarts() {
-    let seed = std::env::var("WEIR_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        });
-    println!("seed {seed} (rerun with WEIR_SEED={seed})");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::from_env("torn and corrupt tails");
+    let seed = rng.state();
     let dir = scratch_dir();
     let mut broker = Broker::start(&dir.path().join("data"), 1, &["--segment-bytes", "262144"]);
     assert_eq!(create(broker.port, "t", 1), 0);

@@ -4,45 +4,13 @@
 #[allow(dead_code)]
 mod common;
 
-use std::{path::PathBuf, process::Command};
+use std::process::Command;
 
-use common::{broker::Broker, scratch_dir};
-
-fn python() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pyenv/bin/python");
-    assert!(
-        p.exists(),
-        "{} is missing: run `bash tests/run-all.sh`, which installs the Python clients",
-        p.display()
-    );
-    p
-}
-
-fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/interop")
-        .join(name)
-}
-
-/// Runs a script from `tests/interop` with `args` and fails with its output and the
-/// broker's log if it fails.
-fn run_script(name: &str, broker: &Broker, args: &[String]) {
-    let out = Command::new("timeout")
-        .arg("180")
-        .arg(python())
-        .arg(script(name))
-        .args(args)
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "{name} failed:\n{}\n{}\nbroker log:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        broker.log()
-    );
-    print!("{}", String::from_utf8_lossy(&out.stdout));
-}
+use common::{
+    broker::Broker,
+    interop::{python, run_script, script},
+    scratch_dir,
+};
 
 #[test]
 fn kafka_python_produces_idempotently_and_consumes() {

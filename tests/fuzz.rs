@@ -13,7 +13,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use common::kafka_client::{frame, name};
+use common::{
+    kafka_client::{frame, name},
+    rng::Rng,
+};
 use kafka_protocol::messages::{
     fetch_request::{FetchPartition, FetchTopic},
     metadata_request::MetadataRequestTopic,
@@ -41,78 +44,48 @@ static ALLOCATOR: weir::reserve_alloc::ReservingAllocator = weir::reserve_alloc:
 
 const FRAME_BYTES_MAX: usize = 1 << 20;
 
-/// xorshift64*, seeded from the clock or `WEIR_SEED`.
-struct Rng(u64);
-
-impl Rng {
-    fn seeded(target: &str) -> Rng {
-        let seed = std::env::var("WEIR_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64)
-                    | 1
-            });
-        println!("{target}: seed {seed} (rerun with WEIR_SEED={seed})");
-        Rng(seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// Values that break length and count fields.
 const EXTREMES: [i32; 8] = [0, -1, 1, i32::MAX, i32::MIN, 0x7fff, 0xffff, 1 << 20];
 
 /// Applies one to four random mutations to `seed`.
 fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
     let mut out = seed.to_vec();
-    for _ in 0..1 + rng.below(4) {
+    for _ in 0..1 + rng.index(4) {
         let len = out.len();
-        match rng.below(7) {
+        match rng.index(7) {
             0 if len > 0 => {
-                let at = rng.below(len);
-                out[at] ^= 1 << rng.below(8);
+                let at = rng.index(len);
+                out[at] ^= 1 << rng.index(8);
             }
             1 if len > 0 => {
-                let at = rng.below(len);
+                let at = rng.index(len);
                 out[at] = rng.next() as u8;
             }
             2 => {
-                let at = rng.below(len + 1);
-                let bytes: Vec<u8> = (0..1 + rng.below(16)).map(|_| rng.next() as u8).collect();
+                let at = rng.index(len + 1);
+                let bytes: Vec<u8> = (0..1 + rng.index(16)).map(|_| rng.next() as u8).collect();
                 out.splice(at..at, bytes);
             }
             3 if len > 0 => {
-                let at = rng.below(len);
-                let end = (at + 1 + rng.below(32)).min(len);
+                let at = rng.index(len);
+                let end = (at + 1 + rng.index(32)).min(len);
                 out.drain(at..end);
             }
-            4 => out.truncate(rng.below(len + 1)),
+            4 => out.truncate(rng.index(len + 1)),
             5 if len >= 4 => {
-                let at = rng.below(len - 3);
-                let value = EXTREMES[rng.below(EXTREMES.len())];
-                if rng.below(2) == 0 {
+                let at = rng.index(len - 3);
+                let value = EXTREMES[rng.index(EXTREMES.len())];
+                if rng.index(2) == 0 {
                     out[at..at + 4].copy_from_slice(&value.to_be_bytes());
                 } else {
                     out[at..at + 2].copy_from_slice(&(value as i16).to_be_bytes());
                 }
             }
             _ if len > 0 => {
-                let at = rng.below(len);
-                let end = (at + 1 + rng.below(64)).min(len);
+                let at = rng.index(len);
+                let end = (at + 1 + rng.index(64)).min(len);
                 let copy = out[at..end].to_vec();
-                let to = rng.below(len + 1);
+                let to = rng.index(len + 1);
                 out.splice(to..to, copy);
             }
             _ => out.push(rng.next() as u8),
@@ -127,7 +100,7 @@ fn fuzz(target: &str, seeds: &[Vec<u8>], mut one: impl FnMut(&[u8])) -> u64 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
-    let mut rng = Rng::seeded(target);
+    let mut rng = Rng::from_env(target);
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut executions = 0u64;
     for seed in seeds {
@@ -136,7 +109,7 @@ fn fuzz(target: &str, seeds: &[Vec<u8>], mut one: impl FnMut(&[u8])) -> u64 {
     }
     while Instant::now() < deadline {
         for _ in 0..64 {
-            let seed = &seeds[rng.below(seeds.len())];
+            let seed = &seeds[rng.index(seeds.len())];
             let input = mutate(&mut rng, seed);
             one(&input);
             executions += 1;

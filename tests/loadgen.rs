@@ -13,7 +13,7 @@ use std::{
 };
 
 use base64::Engine;
-use common::{broker::Broker, scratch_dir};
+use common::{broker::Broker, interop::run_script, scratch_dir};
 use hdrhistogram::serialization::{
     interval_log::{IntervalLogIterator, LogEntry},
     Deserializer,
@@ -120,20 +120,8 @@ fn kafka_python_reads_back_what_loadgen_produced() {
     assert_eq!(s["errors"], 0, "{s}");
     assert_eq!(s["latency_ms"]["produce"]["count"], 5000, "{s}");
 
-    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pyenv/bin/python");
-    let check = Command::new("timeout")
-        .arg("120")
-        .arg(python)
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/loadgen_check.py"))
-        .args([&bootstrap, "lg", "5000", "300"])
-        .output()
-        .expect("run python");
-    assert!(
-        check.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
+    let args = [bootstrap, "lg".into(), "5000".into(), "300".into()];
+    run_script("loadgen_check.py", &broker, &args);
 }
 
 #[test]

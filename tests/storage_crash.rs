@@ -13,25 +13,8 @@ use std::{
     time::Duration,
 };
 
-use common::*;
+use common::{rng::Rng, *};
 use weir::storage::{record_batch::BatchHeader, Clock, LogConfig, Offset};
-
-/// splitmix64: a tiny seeded generator so every failure names its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 fn config() -> LogConfig {
     small_segments(24 << 10)

@@ -3,8 +3,10 @@
 //! process ([`broker`]). Each test binary uses a part of them.
 
 pub mod broker;
+pub mod interop;
 pub mod kafka_client;
 pub mod loop_mount;
+pub mod rng;
 
 use std::{future::Future, path::Path, time::Duration};
 

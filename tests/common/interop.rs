@@ -1,0 +1,45 @@
+//! The Python Kafka clients the interop tests drive: kafka-python 3 and confluent-kafka,
+//! installed into `target/pyenv` by `tests/run-all.sh` at pinned versions, and the
+//! scripts in `tests/interop`.
+
+use std::{path::PathBuf, process::Command};
+
+use super::broker::Broker;
+
+/// The virtualenv's Python.
+pub fn python() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pyenv/bin/python");
+    assert!(
+        p.exists(),
+        "{} is missing: run `bash tests/run-all.sh`, which installs the Python clients",
+        p.display()
+    );
+    p
+}
+
+/// A script in `tests/interop`.
+pub fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop")
+        .join(name)
+}
+
+/// Runs a script from `tests/interop` with `args` and fails with its output and the
+/// broker's log if it fails.
+pub fn run_script(name: &str, broker: &Broker, args: &[String]) {
+    let out = Command::new("timeout")
+        .arg("180")
+        .arg(python())
+        .arg(script(name))
+        .args(args)
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "{name} failed:\n{}\n{}\nbroker log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        broker.log()
+    );
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+}
