@@ -31,6 +31,7 @@ const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(10);
 const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every consumer stream of the run shares.
+#[derive(Clone)]
 pub struct ConsumerConfig {
     /// The topic.
     pub topic: TopicName,

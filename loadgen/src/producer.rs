@@ -38,6 +38,7 @@ const REQUEST_BYTES_MAX: usize = 1 << 20;
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What every producer stream of the run shares.
+#[derive(Clone)]
 pub struct ProducerConfig {
     /// The topic.
     pub topic: TopicName,
@@ -168,16 +169,15 @@ async fn produce(
         } else {
             let written_ns = now_ns();
             let mut stats = stats.borrow_mut();
-            let mut messages = 0u64;
             for (_, send_ns) in &sent {
-                for &due in send_ns {
-                    stats.record(Metric::Produce, written_ns.saturating_sub(due));
-                }
-                messages += send_ns.len() as u64;
+                acknowledge(
+                    &mut stats,
+                    control,
+                    send_ns,
+                    written_ns,
+                    config.message_bytes as u64,
+                );
             }
-            stats.counters.produced_messages += messages;
-            stats.counters.produced_bytes += messages * config.message_bytes as u64;
-            control.add_acknowledged(messages);
             slots.signal(1);
         }
     }
@@ -426,17 +426,10 @@ async fn read_responses(
                     Some(kafka_protocol::ResponseError::UnknownServerError),
                     |p| p.error_code.err(),
                 );
-            let messages = send_ns.len() as u64;
             match code {
-                None => {
-                    for &sent in send_ns {
-                        stats.record(Metric::Produce, acked_ns.saturating_sub(sent));
-                    }
-                    stats.counters.produced_messages += messages;
-                    stats.counters.produced_bytes += messages * message_bytes;
-                    control.add_acknowledged(messages);
-                }
+                None => acknowledge(&mut stats, &control, send_ns, acked_ns, message_bytes),
                 Some(error) => {
+                    let messages = send_ns.len() as u64;
                     stats.counters.errors += messages;
                     control.note_error(&format!("{error:?}"), messages);
                 }
@@ -444,6 +437,24 @@ async fn read_responses(
         }
         slots.signal(1);
     }
+}
+
+/// Counts one batch's messages as acknowledged at `acked_ns` (for acks=0: written) and
+/// records each one's latency from its send time.
+fn acknowledge(
+    stats: &mut CoreStats,
+    control: &Control,
+    send_ns: &[u64],
+    acked_ns: u64,
+    message_bytes: u64,
+) {
+    for &sent in send_ns {
+        stats.record(Metric::Produce, acked_ns.saturating_sub(sent));
+    }
+    let messages = send_ns.len() as u64;
+    stats.counters.produced_messages += messages;
+    stats.counters.produced_bytes += messages * message_bytes;
+    control.add_acknowledged(messages);
 }
 
 /// Maps the process clock to wall-clock milliseconds (record timestamps), fixed at the

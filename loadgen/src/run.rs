@@ -97,14 +97,23 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
     let control = Arc::new(Control::new(start_ns, end_ns, produces.len()));
     let (tx, rx) = mpsc::channel::<CoreReport>();
     let topic = TopicName(StrBytes::from_string(topology.topic.clone()));
-    let producer_config = ProducerConfigSend {
+    let producer_config = ProducerConfig {
         topic: topic.clone(),
-        workload: workload.clone(),
+        acks: workload.acks,
+        message_bytes: workload.message_size as usize,
+        batch_bytes: workload.batch_bytes as usize,
+        linger_ns: workload.linger.as_nanos() as u64,
+        max_in_flight: u64::from(workload.max_in_flight),
+        buffer_bytes: workload.buffer_bytes,
     };
-    let consumer_config = ConsumerConfigSend {
+    let end_to_end = mode == Mode::EndToEnd;
+    let consumer_config = ConsumerConfig {
         topic,
-        end_to_end: mode == Mode::EndToEnd,
-        workload: workload.clone(),
+        partition_bytes_max: i32::try_from(workload.fetch_bytes).unwrap_or(i32::MAX),
+        wait_ms_max: i32::try_from(workload.fetch_wait.as_millis()).unwrap_or(i32::MAX),
+        max_in_flight: workload.max_in_flight as usize,
+        end_to_end,
+        messages: if end_to_end { None } else { workload.messages },
     };
     let mut handles = Vec::new();
     let core_count = cores.len();
@@ -129,8 +138,8 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
                     index,
                     produces,
                     fetches,
-                    producer_config.build(),
-                    consumer_config.build(),
+                    producer_config,
+                    consumer_config,
                     control,
                     tx,
                 )
@@ -237,49 +246,6 @@ fn set_up(
                 workload.topic, workload.bootstrap
             )
         })
-}
-
-/// The producer configuration as it crosses to a core (built into an `Rc` there).
-#[derive(Clone)]
-struct ProducerConfigSend {
-    topic: TopicName,
-    workload: Workload,
-}
-
-impl ProducerConfigSend {
-    fn build(self) -> ProducerConfig {
-        let w = self.workload;
-        ProducerConfig {
-            topic: self.topic,
-            acks: w.acks,
-            message_bytes: w.message_size as usize,
-            batch_bytes: w.batch_bytes as usize,
-            linger_ns: w.linger.as_nanos() as u64,
-            max_in_flight: u64::from(w.max_in_flight),
-            buffer_bytes: w.buffer_bytes,
-        }
-    }
-}
-
-#[derive(Clone)]
-struct ConsumerConfigSend {
-    topic: TopicName,
-    end_to_end: bool,
-    workload: Workload,
-}
-
-impl ConsumerConfigSend {
-    fn build(self) -> ConsumerConfig {
-        let w = self.workload;
-        ConsumerConfig {
-            topic: self.topic,
-            partition_bytes_max: i32::try_from(w.fetch_bytes).unwrap_or(i32::MAX),
-            wait_ms_max: i32::try_from(w.fetch_wait.as_millis()).unwrap_or(i32::MAX),
-            max_in_flight: w.max_in_flight as usize,
-            end_to_end: self.end_to_end,
-            messages: if self.end_to_end { None } else { w.messages },
-        }
-    }
 }
 
 async fn core_main(

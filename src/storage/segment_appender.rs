@@ -395,6 +395,8 @@ async fn zero_fill(
 ) -> Result<()> {
     let end = from + bytes as u64;
     let mut at = from;
+    // One zeroed piece serves every full piece of the step.
+    let mut piece_zeros: Option<Rc<DmaBuffer>> = None;
     while at < end {
         let urgent = data_end.get() + ZERO_FILL_URGENT_BYTES >= at;
         let piece = if urgent {
@@ -402,8 +404,18 @@ async fn zero_fill(
         } else {
             ZERO_FILL_PIECE_BYTES.min((end - at) as usize)
         };
-        let mut zeros = file.alloc_dma_buffer(piece);
-        zeros.as_bytes_mut().fill(0);
+        let zeros = match &piece_zeros {
+            Some(zeros) if zeros.len() == piece => Rc::clone(zeros),
+            _ => {
+                let mut zeros = file.alloc_dma_buffer(piece);
+                zeros.as_bytes_mut().fill(0);
+                let zeros = Rc::new(zeros);
+                if piece == ZERO_FILL_PIECE_BYTES {
+                    piece_zeros = Some(Rc::clone(&zeros));
+                }
+                zeros
+            }
+        };
         let _slot = if urgent {
             None
         } else {
@@ -414,7 +426,7 @@ async fn zero_fill(
             Some(permit)
         };
         let n = file
-            .write_at(zeros, at)
+            .write_rc_at(zeros, at)
             .await
             .map_err(|e| StorageError::io("zero-fill", path, e))?;
         check_full_write(path, at, n, piece)?;
