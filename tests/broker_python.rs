@@ -155,12 +155,17 @@ fn a_restarted_static_member_gets_its_partitions_back_without_a_rebalance() {
 }
 
 #[test]
-fn twenty_kill_9s_under_a_producer_and_a_consumer_group_lose_nothing_acknowledged() {
+fn twenty_kill_9s_under_a_producer_and_a_consumer_group_lose_nothing_acknowledged_or_consumed() {
     let dir = scratch_dir();
     let mut broker = Broker::start(&dir.path().join("data"), 2, &["--default-partitions", "4"]);
     let file = |name: &str| dir.path().join(name).display().to_string();
-    let (stop, acked, commits) = (file("stop"), file("acked.txt"), file("commits.txt"));
-    let spawn = |args: [&str; 5]| {
+    let (stop, acked, commits, seen) = (
+        file("stop"),
+        file("acked.txt"),
+        file("commits.txt"),
+        file("seen.txt"),
+    );
+    let spawn = |args: &[&str]| {
         Command::new("timeout")
             .arg("300")
             .arg(python())
@@ -173,9 +178,9 @@ fn twenty_kill_9s_under_a_producer_and_a_consumer_group_lose_nothing_acknowledge
             .expect("client")
     };
     let bootstrap = broker.bootstrap();
-    let mut producer = spawn(["produce", &bootstrap, "survive", &stop, &acked]);
+    let mut producer = spawn(&["produce", &bootstrap, "survive", &stop, &acked]);
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let mut consumer = spawn(["consume", &bootstrap, "survive", &stop, &commits]);
+    let mut consumer = spawn(&["consume", &bootstrap, "survive", &stop, &commits, &seen]);
     // A fixed seed: the kill times are part of the test's identity.
     let mut seed = 0x5eed_u64;
     for kill in 0..20 {
@@ -208,6 +213,7 @@ fn twenty_kill_9s_under_a_producer_and_a_consumer_group_lose_nothing_acknowledge
             "survive".into(),
             acked.clone(),
             commits.clone(),
+            seen.clone(),
         ],
     );
 }

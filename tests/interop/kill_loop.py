@@ -2,13 +2,15 @@
   kill_loop.py produce BOOTSTRAP TOPIC STOP_FILE ACKED_FILE
       idempotent acks=all producer; writes "key partition offset" for every acknowledged
       message until STOP_FILE exists
-  kill_loop.py consume BOOTSTRAP TOPIC STOP_FILE COMMITS_FILE
-      group member; after each batch commits synchronously and appends the acknowledged
+  kill_loop.py consume BOOTSTRAP TOPIC STOP_FILE COMMITS_FILE SEEN_FILE
+      group member; writes "key partition offset" for every message it is given to
+      SEEN_FILE, and after each batch commits synchronously and appends the acknowledged
       commit ("partition offset") to COMMITS_FILE, until STOP_FILE exists
-  kill_loop.py check BOOTSTRAP TOPIC ACKED_FILE COMMITS_FILE
+  kill_loop.py check BOOTSTRAP TOPIC ACKED_FILE COMMITS_FILE SEEN_FILE
       every acknowledged message is in the log exactly once at its acknowledged offset,
-      offsets are dense, and the group's committed offsets are at or after the last
-      acknowledged commit of every partition"""
+      offsets are dense, every message a consumer was given is still in the log at the
+      offset it was given at (no crash took it back), and the group's committed offsets
+      are at or after the last acknowledged commit of every partition"""
 import os
 import sys
 import time
@@ -35,17 +37,19 @@ if mode == "produce":
             p.poll(0.001 if i % 50 == 0 else 0)
         p.flush(120)
 elif mode == "consume":
-    stop, commits_path = sys.argv[4], sys.argv[5]
+    stop, commits_path, seen_path = sys.argv[4], sys.argv[5], sys.argv[6]
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "survivors", "auto.offset.reset": "earliest",
                   "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
     c.subscribe([topic])
-    with open(commits_path, "w") as commits:
+    with open(commits_path, "w") as commits, open(seen_path, "w") as seen:
         while not os.path.exists(stop):
             batch = c.consume(500, 0.2)
             last = {}
             for m in batch:
                 if m.error() is None:
+                    seen.write(f"{m.key().decode()} {m.partition()} {m.offset()}\n")
                     last[m.partition()] = m.offset() + 1
+            seen.flush()
             if not last:
                 continue
             try:
@@ -58,7 +62,7 @@ elif mode == "consume":
                 pass  # not acknowledged: nothing to check for it
     c.close()
 else:
-    acked_path, commits_path = sys.argv[4], sys.argv[5]
+    acked_path, commits_path, seen_path = sys.argv[4], sys.argv[5], sys.argv[6]
     acked = {}
     for line in open(acked_path):
         key, partition, offset = line.split()
@@ -90,6 +94,12 @@ else:
     assert remaining == 0, f"{remaining} messages below the high watermarks could not be read"
     for key, where in acked.items():
         assert stored.get(key) == where, f"acknowledged {key} at {where}, log has {stored.get(key)}"
+    seen = 0
+    for line in open(seen_path):
+        key, partition, offset = line.split()
+        where = (int(partition), int(offset))
+        assert stored.get(key) == where, f"a consumer was given {key} at {where}, log has {stored.get(key)}"
+        seen += 1
     committed = c.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
     c.close()
     g = Consumer({"bootstrap.servers": bootstrap, "group.id": "survivors", "enable.auto.commit": False})
@@ -98,4 +108,5 @@ else:
     for p, offset in last_commit.items():
         assert committed.get(p, -1) >= offset, f"partition {p}: committed {committed.get(p)} < acknowledged {offset}"
     print(f"{len(acked)} acknowledged messages intact at their offsets among {len(stored)} stored; "
+          f"{seen} consumed messages all still at the offsets they were consumed at; "
           f"{len(last_commit)} partitions' commits kept")
