@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use common::{
     kafka_client::{frame, name},
+    mutation::{fuzz_seconds, mutate},
     rng::Rng,
 };
 use kafka_protocol::messages::{
@@ -44,62 +45,9 @@ static ALLOCATOR: weir::reserve_alloc::ReservingAllocator = weir::reserve_alloc:
 
 const FRAME_BYTES_MAX: usize = 1 << 20;
 
-/// Values that break length and count fields.
-const EXTREMES: [i32; 8] = [0, -1, 1, i32::MAX, i32::MIN, 0x7fff, 0xffff, 1 << 20];
-
-/// Applies one to four random mutations to `seed`.
-fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
-    let mut out = seed.to_vec();
-    for _ in 0..1 + rng.index(4) {
-        let len = out.len();
-        match rng.index(7) {
-            0 if len > 0 => {
-                let at = rng.index(len);
-                out[at] ^= 1 << rng.index(8);
-            }
-            1 if len > 0 => {
-                let at = rng.index(len);
-                out[at] = rng.next() as u8;
-            }
-            2 => {
-                let at = rng.index(len + 1);
-                let bytes: Vec<u8> = (0..1 + rng.index(16)).map(|_| rng.next() as u8).collect();
-                out.splice(at..at, bytes);
-            }
-            3 if len > 0 => {
-                let at = rng.index(len);
-                let end = (at + 1 + rng.index(32)).min(len);
-                out.drain(at..end);
-            }
-            4 => out.truncate(rng.index(len + 1)),
-            5 if len >= 4 => {
-                let at = rng.index(len - 3);
-                let value = EXTREMES[rng.index(EXTREMES.len())];
-                if rng.index(2) == 0 {
-                    out[at..at + 4].copy_from_slice(&value.to_be_bytes());
-                } else {
-                    out[at..at + 2].copy_from_slice(&(value as i16).to_be_bytes());
-                }
-            }
-            _ if len > 0 => {
-                let at = rng.index(len);
-                let end = (at + 1 + rng.index(64)).min(len);
-                let copy = out[at..end].to_vec();
-                let to = rng.index(len + 1);
-                out.splice(to..to, copy);
-            }
-            _ => out.push(rng.next() as u8),
-        }
-    }
-    out
-}
-
 /// Runs `one` on mutations of the seeds for the configured time; returns executions.
 fn fuzz(target: &str, seeds: &[Vec<u8>], mut one: impl FnMut(&[u8])) -> u64 {
-    let seconds: u64 = std::env::var("WEIR_FUZZ_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
+    let seconds = fuzz_seconds();
     let mut rng = Rng::from_env(target);
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut executions = 0u64;

@@ -5,7 +5,9 @@
 pub mod broker;
 pub mod interop;
 pub mod kafka_client;
+pub mod loadgen;
 pub mod loop_mount;
+pub mod mutation;
 pub mod rng;
 
 use std::{future::Future, path::Path, time::Duration};
