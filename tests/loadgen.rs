@@ -1,58 +1,28 @@
 //! loadgen against the real broker: its records read back intact by kafka-python, the
 //! histogram files of an e2e run re-read and checked, `compare` on two recorded runs, and
 //! a broker that goes away mid-run. The binary is `target/debug/loadgen`, which
-//! `tests/run-all.sh` builds before the tests.
+//! `tests/run-all.sh` builds before the tests (see `common::loadgen`).
 
 #[allow(dead_code)]
 mod common;
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Output, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use base64::Engine;
-use common::{broker::Broker, interop::run_script, scratch_dir};
+use common::{
+    broker::Broker,
+    interop::run_script,
+    loadgen::{loadgen, run_loadgen, summary},
+    scratch_dir,
+};
 use hdrhistogram::serialization::{
     interval_log::{IntervalLogIterator, LogEntry},
     Deserializer,
 };
-
-fn loadgen() -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/debug/loadgen");
-    assert!(
-        path.exists(),
-        "{} is missing: `cargo build -p loadgen` (tests/run-all.sh does)",
-        path.display()
-    );
-    path
-}
-
-/// Runs loadgen with `args` and returns its output, failing with it and the broker's log
-/// if it does not exit with `code`.
-fn run_loadgen(args: &[&str], broker: &Broker, code: i32) -> Output {
-    let out = Command::new("timeout")
-        .arg("120")
-        .arg(loadgen())
-        .args(args)
-        .output()
-        .expect("run loadgen");
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "loadgen {args:?}:\n{}\n{}\nbroker log:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        broker.log()
-    );
-    out
-}
-
-fn summary(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json");
-    serde_json::from_str(&text).expect("summary.json is JSON")
-}
 
 /// Sums the counts of every interval in an `.hlog` file.
 fn hlog_count(path: &Path) -> (u64, usize) {

@@ -25,6 +25,11 @@ use super::{decode_body, encode, Request};
 /// The longest a fetch may wait, whatever the client asks.
 const WAIT_MAX: Duration = Duration::from_secs(30);
 
+/// The most record bytes one fetch response carries, whatever the client asks (beyond
+/// one whole batch, so a consumer always makes progress): Kafka's broker default
+/// `fetch.max.bytes`, 55 MiB.
+pub const RESPONSE_RECORD_BYTES_MAX: usize = 55 << 20;
+
 async fn read_all(
     ctx: &ShardContext,
     req: &FetchRequest,
@@ -32,7 +37,7 @@ async fn read_all(
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
     // Fields a version does not have must keep their defaults, or encoding fails.
     let with_log_start = version >= 5;
-    let mut budget = req.max_bytes.max(0) as usize;
+    let mut budget = (req.max_bytes.max(0) as usize).min(RESPONSE_RECORD_BYTES_MAX);
     let mut total = 0usize;
     let mut errors = false;
     let mut topics = Vec::with_capacity(req.topics.len());
@@ -112,27 +117,56 @@ async fn read_all(
     (topics, total, errors)
 }
 
-/// Reads every partition; waits for more data while fewer than `min_bytes` are
-/// available, no partition failed and `max_wait_ms` has not passed.
-pub async fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
-    let req: FetchRequest = decode_body(request)?;
-    let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(WAIT_MAX);
-    let deadline = Instant::now() + wait;
-    let min_bytes = req.min_bytes.max(0) as usize;
-    loop {
-        let round = ctx.storage.flusher().rounds();
-        let (topics, total, errors) = read_all(ctx, &req, request.version()).await;
-        let now = Instant::now();
-        if total >= min_bytes.max(1) || errors || now >= deadline {
-            let mut response = FetchResponse::default();
-            response.responses = topics;
-            response.session_id = 0;
-            return encode(request, request.version(), &response);
+/// A decoded fetch request, ready to be answered.
+pub struct Fetch {
+    req: FetchRequest,
+}
+
+impl Fetch {
+    /// Decodes `request`'s body; `None` (logged) when it cannot be decoded.
+    pub fn decode(request: &Request) -> Option<Fetch> {
+        decode_body(request).map(|req| Fetch { req })
+    }
+
+    /// The most record bytes the answer can carry, not counting the one batch a
+    /// partition may return beyond its limit: the least of the request's `max_bytes`, the
+    /// sum of its partitions' `partition_max_bytes`, and [`RESPONSE_RECORD_BYTES_MAX`].
+    pub fn record_bytes_max(&self) -> usize {
+        let partitions: usize = self
+            .req
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.partition_max_bytes.max(0) as usize)
+            .fold(0, usize::saturating_add);
+        (self.req.max_bytes.max(0) as usize)
+            .min(partitions)
+            .min(RESPONSE_RECORD_BYTES_MAX)
+    }
+
+    /// Reads every partition; waits for more data while fewer than `min_bytes` are
+    /// available, no partition failed and `max_wait_ms` has not passed. `None` when
+    /// the response cannot be encoded.
+    pub async fn answer(self, ctx: &ShardContext, request: &Request) -> Option<Bytes> {
+        let req = self.req;
+        let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(WAIT_MAX);
+        let deadline = Instant::now() + wait;
+        let min_bytes = req.min_bytes.max(0) as usize;
+        loop {
+            let round = ctx.storage.flusher().rounds();
+            let (topics, total, errors) = read_all(ctx, &req, request.version()).await;
+            let now = Instant::now();
+            if total >= min_bytes.max(1) || errors || now >= deadline {
+                let mut response = FetchResponse::default();
+                response.responses = topics;
+                response.session_id = 0;
+                return encode(request, request.version(), &response);
+            }
+            futures_lite::future::or(
+                ctx.storage.flusher().round_after(round),
+                glommio::timer::sleep(deadline - now),
+            )
+            .await;
         }
-        futures_lite::future::or(
-            ctx.storage.flusher().round_after(round),
-            glommio::timer::sleep(deadline - now),
-        )
-        .await;
     }
 }

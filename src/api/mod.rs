@@ -14,7 +14,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::{
     messages::{ApiKey, RequestHeader, ResponseHeader},
     protocol::{Decodable, Encodable},
@@ -70,17 +70,27 @@ pub fn decode(frame: Bytes) -> Result<Request, String> {
     Ok(Request { key, header, body })
 }
 
-/// Encodes a response body with the header its API and version call for.
+/// Encodes a response as it goes on the wire: the length prefix, then the header its
+/// API and version call for, then the body, in one buffer sized for it up front (a
+/// large fetch response is neither regrown nor copied again to be framed).
 pub fn encode<R: Encodable>(request: &Request, version: i16, body: &R) -> Option<Bytes> {
-    let mut out = BytesMut::with_capacity(256);
     let mut header = ResponseHeader::default();
     header.correlation_id = request.header.correlation_id;
     let header_version = request.key.response_header_version(version);
+    let sized = header
+        .compute_size(header_version)
+        .and_then(|h| Ok(h + body.compute_size(version)?));
+    let mut out = BytesMut::with_capacity(4 + sized.as_ref().map_or(256, |n| *n));
+    out.put_i32(0);
     match header
         .encode(&mut out, header_version)
         .and_then(|()| body.encode(&mut out, version))
     {
-        Ok(()) => Some(out.freeze()),
+        Ok(()) => {
+            let len = (out.len() - 4) as i32;
+            out[..4].copy_from_slice(&len.to_be_bytes());
+            Some(out.freeze())
+        }
         Err(e) => {
             tracing::error!(api = ?request.key, version, error = %e, "cannot encode response");
             None
@@ -103,7 +113,7 @@ pub fn decode_body<T: Decodable>(request: &Request) -> Option<T> {
 /// What a connection does after a request.
 #[derive(Debug)]
 pub enum Outcome {
-    /// Send this response (header and body, without the length prefix).
+    /// Send this response (length prefix, header and body: see [`encode`]).
     Respond(Bytes),
     /// Send nothing: a produce with acks=0.
     Silent,
@@ -112,14 +122,14 @@ pub enum Outcome {
 }
 
 /// Handles one request other than Produce (see [`produce::append`] and
-/// [`produce::acknowledge`], which the connection runs in two phases).
+/// [`produce::acknowledge`], which the connection runs in two phases) and Fetch (see
+/// [`fetch::Fetch`], whose answer size the connection bounds first).
 pub async fn handle(ctx: &ShardContext, request: Request) -> Outcome {
     let response = match request.key {
         ApiKey::ApiVersions => api_versions::handle(&request),
         ApiKey::Metadata => metadata::handle(ctx, &request).await,
         ApiKey::CreateTopics => create_topics::handle(ctx, &request).await,
         ApiKey::DeleteTopics => delete_topics::handle(ctx, &request).await,
-        ApiKey::Fetch => fetch::handle(ctx, &request).await,
         ApiKey::ListOffsets => list_offsets::handle(ctx, &request).await,
         ApiKey::InitProducerId => init_producer_id::handle(ctx, &request).await,
         ApiKey::DescribeCluster => describe_cluster::handle(ctx, &request),
@@ -134,13 +144,21 @@ pub async fn handle(ctx: &ShardContext, request: Request) -> Outcome {
         ApiKey::DescribeGroups => groups::describe_groups(ctx, &request),
         ApiKey::DeleteGroups => groups::delete_groups(ctx, &request).await,
         ApiKey::DescribeConfigs => describe_configs::handle(ctx, &request),
-        ApiKey::Produce => None,
+        // The connection runs these itself: see `produce` and `fetch::Fetch`.
+        ApiKey::Produce | ApiKey::Fetch => None,
         other => {
             tracing::warn!(api = ?other, "request for an API that decode() admitted but no handler serves");
             None
         }
     };
-    response.map_or(Outcome::Close, Outcome::Respond)
+    Outcome::from(response)
+}
+
+impl From<Option<Bytes>> for Outcome {
+    /// A response to send, or `None` (the request could not be answered) to close.
+    fn from(response: Option<Bytes>) -> Outcome {
+        response.map_or(Outcome::Close, Outcome::Respond)
+    }
 }
 
 /// A Kafka topic name from a plain string.

@@ -2,27 +2,46 @@
 //! at once, and a writer that sends the responses strictly in request order. Requests
 //! therefore overlap (a produce waiting for its group commit does not hold up the next
 //! request), yet the client sees responses in the order it asked.
+//!
+//! What a connection may hold is bounded, so a client that stops reading stalls only
+//! itself: its unanswered requests may claim at most a share of the shard's budget
+//! (request bytes, plus for a fetch the most its answer can carry) before the reader
+//! waits, and a response the client accepts no byte of for the idle timeout ends the
+//! connection.
 
-use std::rc::Rc;
+use std::{cell::Cell, rc::Rc, time::Duration};
 
-use bytes::{BufMut, BytesMut};
+use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::{channels::local_channel, net::TcpStream, sync::StaticPermit, Task};
+use glommio::{
+    channels::local_channel,
+    net::TcpStream,
+    sync::{Semaphore, StaticPermit},
+    Task,
+};
 
 use kafka_protocol::messages::ApiKey;
 
 use crate::{
-    api::{self, produce, Outcome},
+    api::{self, fetch::Fetch, produce, Outcome},
     shard::context::ShardContext,
 };
 
 use super::frame::{take_frame, FrameError};
 
-/// Bytes read from the socket per read call.
-const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Bytes read from the socket per read call at first: an idle or quiet connection holds
+/// little memory.
+const READ_CHUNK_BYTES_MIN: usize = 4 << 10;
+
+/// Bytes read per read call once a read has filled the smaller buffer (a busy client).
+const READ_CHUNK_BYTES_MAX: usize = 64 << 10;
 
 /// Requests of one connection being handled at once; past this the reader waits.
 const IN_FLIGHT_REQUESTS_MAX: usize = 64;
+
+/// One connection's unanswered requests may claim this fraction of the shard's
+/// `inflight_bytes_max` before its reader waits for answers to be sent.
+const CONNECTION_SHARE_DIVISOR: usize = 16;
 
 /// Why a connection ended.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +54,10 @@ pub enum ConnectionError {
     Frame(#[from] FrameError),
     /// The client sent nothing for the idle timeout.
     #[error("idle for {0:?}")]
-    Idle(std::time::Duration),
+    Idle(Duration),
+    /// A response had not all gone out after the idle timeout: the client is not reading.
+    #[error("client did not read a response within {0:?}")]
+    Stalled(Duration),
     /// The client sent a request the broker cannot parse.
     #[error("undecodable request: {0}")]
     Request(String),
@@ -43,47 +65,114 @@ pub enum ConnectionError {
 
 /// The bytes to send for an outcome: the length-prefixed response, nothing (empty), or
 /// `None` to close the connection.
-fn framed(outcome: Outcome) -> Option<BytesMut> {
+fn framed(outcome: Outcome) -> Option<Bytes> {
     match outcome {
-        Outcome::Respond(response) => {
-            let mut out = BytesMut::with_capacity(response.len() + 4);
-            out.put_i32(response.len() as i32);
-            out.extend_from_slice(&response);
-            Some(out)
-        }
-        Outcome::Silent => Some(BytesMut::new()),
+        Outcome::Respond(response) => Some(response),
+        Outcome::Silent => Some(Bytes::new()),
         Outcome::Close => None,
     }
+}
+
+/// The bytes one connection's unanswered requests claim, and a wake-up for its reader
+/// whenever answers are sent.
+struct Claims {
+    bytes: Cell<usize>,
+    limit: usize,
+    sent: Semaphore,
+    writer_ended: Cell<bool>,
+}
+
+impl Claims {
+    fn new(limit: usize) -> Claims {
+        Claims {
+            bytes: Cell::new(0),
+            limit,
+            sent: Semaphore::new(0),
+            writer_ended: Cell::new(false),
+        }
+    }
+
+    /// Waits until `claim` more bytes fit under the limit (always at once when nothing
+    /// is claimed, so any single request proceeds), then claims them. `false` when the
+    /// writer has ended and nothing will be sent any more.
+    async fn admit(&self, claim: usize) -> bool {
+        while self.bytes.get() > 0 && self.bytes.get().saturating_add(claim) > self.limit {
+            if self.writer_ended.get() || self.sent.acquire(1).await.is_err() {
+                return false;
+            }
+        }
+        self.bytes.set(self.bytes.get().saturating_add(claim));
+        true
+    }
+
+    /// An answer was sent (or dropped): its claim is free again.
+    fn release(&self, claim: usize) {
+        self.bytes.set(self.bytes.get().saturating_sub(claim));
+        self.sent.signal(1);
+    }
+
+    fn end_writer(&self) {
+        self.writer_ended.set(true);
+        self.sent.signal(1);
+    }
+}
+
+/// Writes `response`, or fails with [`ConnectionError::Stalled`] when it has not all
+/// gone out after `idle` (the client is not reading).
+async fn send(
+    writer: &mut (impl futures_lite::AsyncWrite + Unpin),
+    response: &[u8],
+    idle: Duration,
+) -> Result<(), ConnectionError> {
+    futures_lite::future::or(async { Some(writer.write_all(response).await) }, async {
+        glommio::timer::sleep(idle).await;
+        None
+    })
+    .await
+    .ok_or(ConnectionError::Stalled(idle))?
+    .map_err(ConnectionError::Io)
 }
 
 /// Serves one connection until the client closes it or misbehaves.
 pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), ConnectionError> {
     stream.set_nodelay(true).map_err(std::io::Error::from)?;
+    let idle = ctx.config.idle_timeout;
     let (mut reader, mut writer) = futures_lite::io::split(stream);
-    let (tx, rx) = local_channel::new_bounded::<(Task<Option<BytesMut>>, StaticPermit)>(
+    let (tx, rx) = local_channel::new_bounded::<(Task<Option<Bytes>>, StaticPermit, usize)>(
         IN_FLIGHT_REQUESTS_MAX,
     );
+    let claims = Rc::new(Claims::new(
+        ctx.config.inflight_bytes_max / CONNECTION_SHARE_DIVISOR,
+    ));
+    let writer_claims = Rc::clone(&claims);
     let write_loop = glommio::spawn_local(async move {
-        while let Some((task, permit)) = rx.recv().await {
-            match task.await {
-                Some(response) if !response.is_empty() => writer.write_all(&response).await?,
-                Some(_) => {}
-                None => {
+        let written = async {
+            while let Some((task, permit, claim)) = rx.recv().await {
+                match task.await {
+                    Some(response) if !response.is_empty() => {
+                        send(&mut writer, &response, idle).await?
+                    }
+                    Some(_) => {}
                     // An undecodable request: the stream cannot be trusted past it.
-                    writer.close().await?;
-                    return Ok(());
+                    None => return Ok(()),
                 }
+                // The request's bytes count against the shard until its answer is sent.
+                drop(permit);
+                writer_claims.release(claim);
             }
-            // The request's bytes count against the shard until its answer is sent.
-            drop(permit);
+            Ok::<(), ConnectionError>(())
         }
-        writer.flush().await?;
-        Ok::<(), std::io::Error>(())
+        .await;
+        writer_claims.end_writer();
+        // Shut the sending side now (a non-blocking shutdown(2)), so the client sees the
+        // end of the stream even while the broker has nothing else to do.
+        let closed = writer.close().await;
+        written.and(closed.map_err(ConnectionError::Io))
     });
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut buf = BytesMut::new();
     // Reads land here, then only the bytes received are copied into `buf`: growing
     // `buf` for each read would zero its whole spare capacity every time.
-    let mut scratch = vec![0u8; READ_CHUNK_BYTES].into_boxed_slice();
+    let mut scratch = vec![0u8; READ_CHUNK_BYTES_MIN];
     let max = ctx.config.max_request_bytes;
     let budget_kib = ctx.config.inflight_bytes_max.div_ceil(1024) as u64;
     let read_result: Result<(), ConnectionError> = async {
@@ -97,9 +186,26 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
                     .acquire_static_permit(kib)
                     .await
                     .map_err(|e| ConnectionError::Io(std::io::Error::other(e.to_string())))?;
+                let mut claim = frame.len();
                 let request = api::decode(frame.freeze()).map_err(ConnectionError::Request)?;
                 let ctx = Rc::clone(&ctx);
-                let task = if request.key == ApiKey::Produce {
+                let task = if request.key == ApiKey::Fetch {
+                    let fetch = Fetch::decode(&request);
+                    claim += fetch.as_ref().map_or(0, Fetch::record_bytes_max);
+                    if !claims.admit(claim).await {
+                        return Ok(());
+                    }
+                    glommio::spawn_local(async move {
+                        match fetch {
+                            Some(fetch) => {
+                                framed(Outcome::from(fetch.answer(&ctx, &request).await))
+                            }
+                            None => None,
+                        }
+                    })
+                } else if !claims.admit(claim).await {
+                    return Ok(());
+                } else if request.key == ApiKey::Produce {
                     // Appends happen here, in request order; only the wait for the
                     // group commit overlaps with later requests.
                     let appended = produce::append(&ctx, &request).await;
@@ -112,11 +218,10 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
                 } else {
                     glommio::spawn_local(async move { framed(api::handle(&ctx, request).await) })
                 };
-                if tx.send((task, permit)).await.is_err() {
+                if tx.send((task, permit, claim)).await.is_err() {
                     return Ok(());
                 }
             }
-            let idle = ctx.config.idle_timeout;
             let n =
                 futures_lite::future::or(async { Some(reader.read(&mut scratch).await) }, async {
                     glommio::timer::sleep(idle).await;
@@ -128,12 +233,14 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
                 return Ok(());
             }
             buf.extend_from_slice(&scratch[..n]);
+            if n == scratch.len() && n < READ_CHUNK_BYTES_MAX {
+                scratch.resize(READ_CHUNK_BYTES_MAX, 0);
+            }
         }
     }
     .await;
     drop(tx);
     let written = write_loop.await;
     read_result?;
-    written?;
-    Ok(())
+    written
 }

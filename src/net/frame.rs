@@ -20,8 +20,13 @@ pub enum FrameError {
     },
 }
 
+/// Room reserved ahead for the rest of a partial frame: memory grows with the bytes that
+/// arrive, not with the length a client announces and may never send.
+const RESERVE_AHEAD_BYTES_MAX: usize = 64 << 10;
+
 /// Takes one whole frame's payload off the front of `buf`, or returns `Ok(None)` when
-/// `buf` does not hold a whole frame yet (reserving room for the rest of it).
+/// `buf` does not hold a whole frame yet (reserving room for up to
+/// [`RESERVE_AHEAD_BYTES_MAX`] more of it).
 pub fn take_frame(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<BytesMut>, FrameError> {
     if buf.len() < 4 {
         return Ok(None);
@@ -38,7 +43,7 @@ pub fn take_frame(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<BytesMu
         });
     }
     if buf.len() < 4 + len {
-        buf.reserve(4 + len - buf.len());
+        buf.reserve((4 + len - buf.len()).min(RESERVE_AHEAD_BYTES_MAX));
         return Ok(None);
     }
     buf.advance(4);
@@ -64,6 +69,9 @@ mod tests {
             take_frame(&mut neg, 100),
             Err(FrameError::NegativeLength(-1))
         );
+        let mut announced = BytesMut::from(&(100i32 << 20).to_be_bytes()[..]);
+        assert_eq!(take_frame(&mut announced, 200 << 20), Ok(None));
+        assert!(announced.capacity() <= 4 + RESERVE_AHEAD_BYTES_MAX);
         let mut big = BytesMut::from(&1000i32.to_be_bytes()[..]);
         assert_eq!(
             take_frame(&mut big, 100),

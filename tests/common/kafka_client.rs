@@ -101,19 +101,25 @@ pub fn produce(port: u16, topic: &str, partition: i32, records: Vec<u8>) -> (i16
     (p.error_code, p.base_offset)
 }
 
-/// Fetches from `offset`; returns the error code, high watermark and records.
-pub fn fetch(port: u16, topic: &str, partition: i32, offset: i64) -> (i16, i64, Bytes) {
+/// A fetch of one partition from `offset`, up to `max_bytes`, waiting up to 100 ms.
+pub fn fetch_request(topic: &str, partition: i32, offset: i64, max_bytes: i32) -> FetchRequest {
     let mut p = FetchPartition::default();
     p.partition = partition;
     p.fetch_offset = offset;
-    p.partition_max_bytes = 1 << 20;
+    p.partition_max_bytes = max_bytes;
     let mut t = FetchTopic::default();
     t.topic = name(topic);
     t.partitions = vec![p];
     let mut req = FetchRequest::default();
     req.max_wait_ms = 100;
-    req.max_bytes = 1 << 20;
+    req.max_bytes = max_bytes;
     req.topics = vec![t];
+    req
+}
+
+/// Fetches from `offset`; returns the error code, high watermark and records.
+pub fn fetch(port: u16, topic: &str, partition: i32, offset: i64) -> (i16, i64, Bytes) {
+    let req = fetch_request(topic, partition, offset, 1 << 20);
     let r = call(&mut connect(port), &req, 12);
     let d = &r.responses[0].partitions[0];
     (
