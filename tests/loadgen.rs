@@ -1,6 +1,6 @@
 //! loadgen against the real broker: its records read back intact by kafka-python, the
-//! histogram files of an e2e run re-read and checked, `compare` on two recorded runs, and
-//! a broker that goes away mid-run. The binary is `target/debug/loadgen`, which
+//! histogram files of an e2e run re-read and checked, `compare` on two recorded runs, a
+//! broker that goes away mid-run, and a `--group` member's commits read by confluent-kafka. The binary is `target/debug/loadgen`, which
 //! `tests/run-all.sh` builds before the tests (see `common::loadgen`).
 
 #[allow(dead_code)]
@@ -239,4 +239,64 @@ fn broker_going_away_ends_the_run_with_the_results_so_far() {
     let s = summary(&out);
     assert!(s["aborted"].is_string(), "{s}");
     assert!(s["produce"]["messages"].as_u64().unwrap() > 1000, "{s}");
+}
+
+#[test]
+fn a_group_member_commits_what_it_consumed_and_the_next_member_resumes_there() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    let bootstrap = broker.bootstrap();
+    let run = |args: &[&str], out: &str| {
+        let out = dir.path().join(out);
+        let mut all = args.to_vec();
+        all.extend(["--bootstrap", &bootstrap, "--topic", "grouped"]);
+        all.extend(["--out", out.to_str().unwrap()]);
+        run_loadgen(&all, &broker, 0);
+        summary(&out)
+    };
+    let e2e = run(
+        &[
+            "e2e",
+            "--partitions",
+            "3",
+            "--rate",
+            "2000",
+            "--duration",
+            "2s",
+            "--group",
+            "members",
+            "--commit-interval",
+            "200ms",
+        ],
+        "e2e",
+    );
+    let produced = e2e["produce"]["messages"].as_u64().unwrap();
+    assert_eq!(e2e["consume"]["messages"].as_u64(), Some(produced), "{e2e}");
+    assert_eq!(e2e["errors"], 0, "{e2e}");
+    assert_eq!(e2e["group"]["partitions"], serde_json::json!([0, 1, 2]));
+    assert!(e2e["group"]["commits"].as_u64().unwrap() >= 3, "{e2e}");
+    let check = |group: &str| {
+        run_script(
+            "committed_offsets.py",
+            &broker,
+            &[bootstrap.clone(), group.into(), "grouped".into()],
+        )
+    };
+    check("members");
+
+    run(&["produce", "--messages", "500", "--rate", "0"], "more");
+    let resumed = run(
+        &["consume", "--duration", "2s", "--group", "members"],
+        "resumed",
+    );
+    assert_eq!(
+        resumed["consume"]["messages"].as_u64(),
+        Some(500),
+        "a member resumes at the group's committed offsets: {resumed}"
+    );
+    assert!(
+        resumed["group"]["generation"].as_i64().unwrap()
+            > e2e["group"]["generation"].as_i64().unwrap()
+    );
+    check("members");
 }

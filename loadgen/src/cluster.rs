@@ -39,6 +39,9 @@ pub enum ClusterError {
     /// The topic did not get leaders for every partition in time.
     #[error("topic {0} has partitions without a leader after 10 s")]
     NoLeader(String),
+    /// Group metadata (subscription or assignment) could not be encoded or decoded.
+    #[error("{0}")]
+    Protocol(String),
 }
 
 /// The topic as the cluster reports it.

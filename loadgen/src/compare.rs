@@ -306,6 +306,7 @@ mod tests {
                 errors: 0,
                 error_kinds: Default::default(),
                 aborted: None,
+                group: None,
                 latency_ms: [("produce".to_string(), latency)].into(),
             },
             curve: vec![

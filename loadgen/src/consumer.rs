@@ -17,6 +17,7 @@ use kafka_protocol::{
 use crate::{
     clock::now_ns,
     control::Control,
+    group::Positions,
     record_batch::{read_payload, walk_batches},
     stats::{CoreStats, Metric},
     wire,
@@ -45,6 +46,8 @@ pub struct ConsumerConfig {
     pub end_to_end: bool,
     /// Stop after this many messages over all consumers.
     pub messages: Option<u64>,
+    /// Where to record the positions reached, for a `--group` member's commits.
+    pub positions: Option<Arc<Positions>>,
 }
 
 /// One stream's assignment: partitions on one leader with their start offsets.
@@ -160,6 +163,9 @@ async fn consume(
                     stats.counters.errors += 1;
                     control.note_error(&format!("fetch: {e}"), 1);
                     failed = true;
+                }
+                if let Some(positions) = &config.positions {
+                    positions.advance(entry.0, entry.1);
                 }
                 stats.counters.consumed_bytes += bytes;
             }

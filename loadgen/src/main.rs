@@ -6,7 +6,7 @@
 //! `summary.json` into `--out`; `compare` lays recorded runs side by side.
 //!
 //! Modules: `options` (the workload), `cluster` (set-up calls), `plan` (who does what),
-//! `producer` / `consumer` (the streams), `record_batch` (RecordBatch v2 encoding and
+//! `producer` / `consumer` (the streams), `group` (consumer-group membership), `record_batch` (RecordBatch v2 encoding and
 //! walking), `wire` (pipelined connection), `stats` / `report` / `results` (measuring
 //! and writing), `compare`, `run` (the whole run), `control` (state shared by cores).
 
@@ -15,6 +15,7 @@ mod cluster;
 mod compare;
 mod consumer;
 mod control;
+mod group;
 mod options;
 mod plan;
 mod producer;

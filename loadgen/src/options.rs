@@ -66,9 +66,20 @@ pub struct Workload {
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     #[serde(serialize_with = "as_seconds")]
     pub fetch_wait: Duration,
-    /// Where `consume` starts reading (`e2e` always starts at the end).
+    /// Where `consume` starts reading (`e2e` always starts at the end); with --group,
+    /// where partitions without a committed offset start.
     #[arg(long, value_enum, default_value_t = StartAt::Earliest)]
     pub from: StartAt,
+    /// Consumer group the consumers read as, one member of it: the partitions are the
+    /// ones the group assigns, `consume` starts from the committed offsets, and the
+    /// positions reached are committed every --commit-interval. Without it, consumers
+    /// are assigned partitions directly and commit nothing.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// How often a --group member heartbeats and commits the positions it reached.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[serde(serialize_with = "as_seconds")]
+    pub commit_interval: Duration,
     /// Directory for the histogram logs, percentile distributions and summary.json.
     #[arg(long, default_value = "loadgen-results")]
     pub out: PathBuf,
@@ -151,6 +162,9 @@ impl Workload {
         }
         if self.duration == Some(Duration::ZERO) || self.messages == Some(0) {
             return Err("--duration and --messages must be more than 0".into());
+        }
+        if self.group.is_some() && self.commit_interval.is_zero() {
+            return Err("--commit-interval must be more than 0".into());
         }
         Ok(())
     }

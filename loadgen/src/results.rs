@@ -68,6 +68,23 @@ pub struct Throughput {
     pub megabytes_per_second: f64,
 }
 
+/// A `--group` member's part of the run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GroupSummary {
+    /// The group's name.
+    pub name: String,
+    /// The member id the coordinator gave.
+    pub member_id: String,
+    /// The generation joined.
+    pub generation: i32,
+    /// Partitions assigned to the member.
+    pub partitions: Vec<i32>,
+    /// Offset commits the coordinator accepted.
+    pub commits: u64,
+    /// Slowest commit round trip, in milliseconds.
+    pub commit_ms_max: f64,
+}
+
 /// Everything `summary.json` holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
@@ -95,6 +112,9 @@ pub struct Summary {
     pub error_kinds: BTreeMap<String, u64>,
     /// Why the run ended early, if it did.
     pub aborted: Option<String>,
+    /// The consumer-group membership, with `--group`.
+    #[serde(default)]
+    pub group: Option<GroupSummary>,
     /// Latency percentiles by metric name (`produce`, `e2e`, `fetch`), in milliseconds.
     pub latency_ms: BTreeMap<String, LatencySummary>,
 }

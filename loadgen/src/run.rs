@@ -3,8 +3,9 @@
 
 use std::{
     cell::{Cell, RefCell},
+    collections::BTreeMap,
     rc::Rc,
-    sync::{mpsc, Arc},
+    sync::{atomic::AtomicBool, mpsc, Arc},
     time::{Duration, SystemTime},
 };
 
@@ -17,11 +18,12 @@ use crate::{
     cluster,
     consumer::{self, ConsumerConfig, FetchStream},
     control::Control,
+    group::{self, Membership, Positions, SessionStats},
     options::{StartAt, Workload},
     plan,
     producer::{self, ProduceStream, ProducerConfig},
     report::{self, CoreReport},
-    results::{percentile_distribution, LatencySummary, Summary, Throughput},
+    results::{percentile_distribution, GroupSummary, LatencySummary, Summary, Throughput},
     stats::{CoreStats, IntervalReport, Metric},
 };
 
@@ -66,11 +68,16 @@ pub enum Outcome {
 /// Runs `workload` in `mode`, printing progress and writing the results into its `out`.
 pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
     workload.validate().map_err(|e| anyhow!(e))?;
+    if mode == Mode::Produce && workload.group.is_some() {
+        return Err(anyhow!(
+            "--group is for consumers: use it with consume or e2e"
+        ));
+    }
     std::fs::create_dir_all(&workload.out)
         .with_context(|| format!("creating {}", workload.out.display()))?;
     let started_at = SystemTime::now();
 
-    let (topology, start_offsets) = set_up(mode, workload)?;
+    let (topology, start_offsets, membership) = set_up(mode, workload)?;
     let produces = match mode {
         Mode::Consume => Vec::new(),
         _ => plan::produce_streams(
@@ -82,8 +89,19 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
     };
     let fetches = match mode {
         Mode::Produce => Vec::new(),
-        _ => plan::fetch_streams(&topology, workload.consumers as usize, &start_offsets),
+        _ => {
+            // A group member reads only what the group assigned it.
+            let mut assigned = topology.clone();
+            if let Some(m) = &membership {
+                assigned.leaders.retain(|p, _| m.partitions.contains(p));
+            }
+            plan::fetch_streams(&assigned, workload.consumers as usize, &start_offsets)
+        }
     };
+    let positions = membership.as_ref().map(|_| {
+        let partitions = topology.leaders.keys().max().map_or(0, |&p| p as usize + 1);
+        Arc::new(Positions::new(partitions, &start_offsets))
+    });
     let cores: Vec<Option<usize>> = match &workload.cores {
         Some(list) => list.0.iter().map(|&c| Some(c)).collect(),
         None => vec![None],
@@ -114,6 +132,7 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         max_in_flight: workload.max_in_flight as usize,
         end_to_end,
         messages: if end_to_end { None } else { workload.messages },
+        positions: positions.clone(),
     };
     let mut handles = Vec::new();
     let core_count = cores.len();
@@ -148,6 +167,16 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         handles.push(handle);
     }
     drop(tx);
+    let session = match (&membership, &positions) {
+        (Some(m), Some(p)) => Some(start_session(
+            m.clone(),
+            workload,
+            p.clone(),
+            control.clone(),
+            cores[0],
+        )?),
+        _ => None,
+    };
     let totals = report::collect(
         rx,
         core_count,
@@ -164,6 +193,10 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
             .map_err(|e| anyhow!("a loadgen executor failed: {e}"))?;
     }
 
+    let group = match (session, membership) {
+        (Some(session), Some(m)) => Some(session.finish(m)?),
+        _ => None,
+    };
     if mode == Mode::EndToEnd && !control.aborted() {
         let missing = control.acknowledged().saturating_sub(control.consumed());
         if missing > 0 {
@@ -203,6 +236,7 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         errors: errors.max(totals.counters_all.errors),
         error_kinds,
         aborted: control.abort_reason(),
+        group,
         latency_ms,
     };
     std::fs::write(
@@ -217,25 +251,93 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
     })
 }
 
-fn set_up(
-    mode: Mode,
+/// The `--group` session's executor, and how to end it.
+struct Session {
+    stop: Arc<AtomicBool>,
+    stats: Arc<SessionStats>,
+    thread: glommio::ExecutorJoinHandle<()>,
+}
+
+impl Session {
+    /// Makes the last commit, leaves the group and reports.
+    fn finish(self, membership: Membership) -> anyhow::Result<GroupSummary> {
+        use std::sync::atomic::Ordering;
+        self.stop.store(true, Ordering::Release);
+        self.thread
+            .join()
+            .map_err(|e| anyhow!("the group session's executor failed: {e}"))?;
+        Ok(GroupSummary {
+            name: membership.group,
+            member_id: membership.member_id,
+            generation: membership.generation,
+            partitions: membership.partitions,
+            commits: self.stats.commits.load(Ordering::Relaxed),
+            commit_ms_max: self.stats.commit_ns_max.load(Ordering::Relaxed) as f64 / 1e6,
+        })
+    }
+}
+
+/// Starts the heartbeat-and-commit session of a `--group` member on `core`.
+fn start_session(
+    membership: Membership,
     workload: &Workload,
-) -> anyhow::Result<(cluster::Topology, std::collections::BTreeMap<i32, i64>)> {
+    positions: Arc<Positions>,
+    control: Arc<Control>,
+    core: Option<usize>,
+) -> anyhow::Result<Session> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stats = Arc::new(SessionStats::default());
+    let topic = workload.topic.clone();
+    let interval = workload.commit_interval;
+    let (task_stop, task_stats) = (stop.clone(), stats.clone());
+    let thread = LocalExecutorBuilder::new(core.map_or(Placement::Unbound, Placement::Fixed))
+        .name("loadgen-group")
+        .spawn(move || {
+            group::session(
+                membership, topic, positions, interval, control, task_stop, task_stats,
+            )
+        })
+        .map_err(|e| anyhow!("starting the group session's executor: {e}"))?;
+    Ok(Session {
+        stop,
+        stats,
+        thread,
+    })
+}
+
+type SetUp = (cluster::Topology, BTreeMap<i32, i64>, Option<Membership>);
+
+fn set_up(mode: Mode, workload: &Workload) -> anyhow::Result<SetUp> {
     let bootstrap = workload.bootstrap.clone();
     let topic = workload.topic.clone();
     let partitions = workload.partitions;
     let latest = mode == Mode::EndToEnd || workload.from == StartAt::Latest;
     let consumes = mode != Mode::Produce;
+    let group = workload.group.clone();
+    // `e2e` measures from the end of the log; `consume` resumes where the group was.
+    let resume = mode == Mode::Consume;
     LocalExecutorBuilder::new(Placement::Unbound)
         .name("loadgen-setup")
         .spawn(move || async move {
             let topology = cluster::discover(&bootstrap, &topic, partitions).await?;
-            let offsets = if consumes {
+            let mut offsets = if consumes {
                 cluster::offsets(&topology, latest).await?
             } else {
                 Default::default()
             };
-            Ok::<_, cluster::ClusterError>((topology, offsets))
+            let membership = match group.filter(|_| consumes) {
+                Some(group) => {
+                    let all: Vec<i32> = topology.leaders.keys().copied().collect();
+                    let m = group::join(&bootstrap, &group, &topic, &all).await?;
+                    offsets.retain(|p, _| m.partitions.contains(p));
+                    if resume {
+                        offsets.extend(group::committed(&m, &topic).await?);
+                    }
+                    Some(m)
+                }
+                None => None,
+            };
+            Ok::<_, cluster::ClusterError>((topology, offsets, membership))
         })
         .map_err(|e| anyhow!("starting the set-up executor: {e}"))?
         .join()
@@ -350,6 +452,12 @@ fn print_summary(summary: &Summary, workload: &Workload) {
         println!(
             "  {metric} latency ms: p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  p99.99 {:.3}  max {:.3}  ({} values)",
             l.p50, l.p90, l.p99, l.p99_9, l.p99_99, l.max, l.count
+        );
+    }
+    if let Some(g) = &summary.group {
+        println!(
+            "  group {}: member {} (generation {}), partitions {:?}, {} commits, slowest {:.3} ms",
+            g.name, g.member_id, g.generation, g.partitions, g.commits, g.commit_ms_max
         );
     }
     for (kind, count) in &summary.error_kinds {
