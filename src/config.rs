@@ -140,9 +140,14 @@ pub struct ConfigOverrides {
     pub inflight_bytes: Option<usize>,
     /// `--idle-timeout DURATION`
     pub idle_timeout: Option<String>,
+    /// `--retention DURATION`
+    pub retention: Option<String>,
+    /// `--retention-bytes N`
+    pub retention_bytes: Option<u64>,
 }
 
-/// Parses `"250us"`, `"1ms"`, `"5s"`, `"2m"`; a bare number is milliseconds.
+/// Parses `"250us"`, `"1ms"`, `"5s"`, `"2m"`, `"12h"`, `"7d"`; a bare number is
+/// milliseconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -154,9 +159,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "" | "ms" => Ok(Duration::from_millis(n)),
         "us" => Ok(Duration::from_micros(n)),
         "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
+        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
+        "h" => Ok(Duration::from_secs(n.saturating_mul(3600))),
+        "d" => Ok(Duration::from_secs(n.saturating_mul(86_400))),
         _ => Err(format!(
-            "unknown unit {unit:?} in {s:?} (use us, ms, s or m)"
+            "unknown unit {unit:?} in {s:?} (use us, ms, s, m, h or d)"
         )),
     }
 }
@@ -202,6 +209,8 @@ impl ConfigOverrides {
             segment_bytes: self.segment_bytes.or(below.segment_bytes),
             inflight_bytes: self.inflight_bytes.or(below.inflight_bytes),
             idle_timeout: self.idle_timeout.or(below.idle_timeout),
+            retention: self.retention.or(below.retention),
+            retention_bytes: self.retention_bytes.or(below.retention_bytes),
         }
     }
 }
@@ -282,6 +291,19 @@ impl BrokerConfig {
         }
         if let Some(t) = o.idle_timeout {
             self.idle_timeout = parse_duration(&t).map_err(|e| invalid("--idle-timeout", e))?;
+        }
+        if let Some(r) = o.retention {
+            let age = parse_duration(&r).map_err(|e| invalid("--retention", e))?;
+            if age.is_zero() {
+                return Err(invalid("--retention", "must be more than 0"));
+            }
+            self.log.retention_age_max = Some(age);
+        }
+        if let Some(n) = o.retention_bytes {
+            if n == 0 {
+                return Err(invalid("--retention-bytes", "must be more than 0"));
+            }
+            self.log.retention_bytes_max = Some(n);
         }
         self.validate()?;
         Ok(self)
@@ -410,7 +432,33 @@ mod tests {
         assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
         assert_eq!(parse_duration("5"), Ok(Duration::from_millis(5)));
         assert!(parse_duration("fast").is_err());
-        assert!(parse_duration("5h").is_err());
+        assert_eq!(parse_duration("12h"), Ok(Duration::from_secs(12 * 3600)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert!(parse_duration("5w").is_err());
+    }
+
+    #[test]
+    fn retention_flags_set_the_partition_log_config_and_refuse_zero() {
+        let o = ConfigOverrides {
+            retention: Some("2h".into()),
+            retention_bytes: Some(1 << 30),
+            ..ConfigOverrides::default()
+        };
+        let c = BrokerConfig::default().apply(o).expect("valid");
+        assert_eq!(c.log.retention_age_max, Some(Duration::from_secs(7200)));
+        assert_eq!(c.log.retention_bytes_max, Some(1 << 30));
+        for o in [
+            ConfigOverrides {
+                retention: Some("0s".into()),
+                ..ConfigOverrides::default()
+            },
+            ConfigOverrides {
+                retention_bytes: Some(0),
+                ..ConfigOverrides::default()
+            },
+        ] {
+            assert!(BrokerConfig::default().apply(o).is_err());
+        }
     }
 
     #[test]

@@ -166,6 +166,14 @@ struct ServeArgs {
     /// Close connections silent for this long, e.g. 10m. [default: 10m]
     #[arg(long, value_name = "DURATION")]
     idle_timeout: Option<String>,
+    /// Delete a partition's oldest segments once everything in them is older than
+    /// this, e.g. 7d (Kafka's retention.ms). [default: 7d]
+    #[arg(long, value_name = "DURATION")]
+    retention: Option<String>,
+    /// Delete a partition's oldest segments while it holds more than this many bytes
+    /// without them (Kafka's retention.bytes). [default: no limit]
+    #[arg(long, value_name = "BYTES")]
+    retention_bytes: Option<u64>,
 }
 
 impl ServeArgs {
@@ -191,6 +199,8 @@ impl ServeArgs {
                 segment_bytes: self.segment_bytes,
                 inflight_bytes: self.inflight_bytes,
                 idle_timeout: self.idle_timeout,
+                retention: self.retention,
+                retention_bytes: self.retention_bytes,
             },
         )
     }

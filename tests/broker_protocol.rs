@@ -425,3 +425,42 @@ fn simple_consumer_commits_and_batched_offset_fetch() {
         "each group answered in one batched request"
     );
 }
+
+#[test]
+fn segments_past_retention_bytes_are_deleted_by_the_broker() {
+    let dir = scratch_dir();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        1,
+        &["--segment-bytes", "65536", "--retention-bytes", "131072"],
+    );
+    let port = broker.port;
+    assert_eq!(create(port, "kept-short", 1), 0);
+    let batch = build_batch(4, &[9u8; 4000], 0);
+    for _ in 0..40 {
+        assert_eq!(produce(port, "kept-short", 0, batch.clone()).0, 0);
+    }
+    let deadline = std::time::Instant::now()
+        + weir::shard::context::RETENTION_CHECK_INTERVAL
+        + std::time::Duration::from_secs(10);
+    while fetch(port, "kept-short", 0, 0).0 != code(ResponseError::OffsetOutOfRange) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "offset 0 is still readable: retention did not run"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (error, high_watermark, _) = fetch(port, "kept-short", 0, 159);
+    assert_eq!((error, high_watermark), (0, 160), "the newest data is kept");
+    let segments = std::fs::read_dir(broker.data_dir.join("kept-short-0"))
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "log"))
+            })
+            .count()
+        })
+        .unwrap_or(0);
+    assert!((1..=4).contains(&segments), "{segments} segments left");
+    assert!(broker.log().contains("deleted segments past retention"));
+}

@@ -12,36 +12,20 @@ use std::{
     time::{Duration, Instant},
 };
 
-use base64::Engine;
 use common::{
     broker::Broker,
     interop::run_script,
-    loadgen::{loadgen, run_loadgen, summary},
+    loadgen::{hlog_intervals, loadgen, run_loadgen, summary},
     scratch_dir,
-};
-use hdrhistogram::serialization::{
-    interval_log::{IntervalLogIterator, LogEntry},
-    Deserializer,
 };
 
 /// Sums the counts of every interval in an `.hlog` file.
 fn hlog_count(path: &Path) -> (u64, usize) {
-    let bytes = std::fs::read(path).expect("hlog");
-    let mut deserializer = Deserializer::new();
-    let (mut count, mut intervals) = (0, 0);
-    for entry in IntervalLogIterator::new(&bytes) {
-        if let LogEntry::Interval(interval) = entry.expect("hlog parses") {
-            let encoded = base64::engine::general_purpose::STANDARD
-                .decode(interval.encoded_histogram())
-                .expect("base64");
-            let histogram: hdrhistogram::Histogram<u64> = deserializer
-                .deserialize(&mut encoded.as_slice())
-                .expect("histogram decodes");
-            count += histogram.len();
-            intervals += 1;
-        }
-    }
-    (count, intervals)
+    let intervals = hlog_intervals(path);
+    (
+        intervals.iter().map(|(_, h)| h.len()).sum(),
+        intervals.len(),
+    )
 }
 
 fn hgrm_total(path: &Path) -> u64 {

@@ -62,6 +62,11 @@ type OpenLogs = HashMap<String, HashMap<u32, ([u8; 16], PartitionLog)>>;
 /// Shortest time between two attempts to reopen a fenced partition.
 const REOPEN_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How often a shard deletes segments past retention (Redpanda's housekeeping runs as
+/// often; Kafka checks every 5 minutes, which lets a fast partition overshoot its
+/// retention.bytes by minutes of writes).
+pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+
 /// One shard's state.
 pub struct ShardContext {
     /// This shard.
@@ -129,6 +134,7 @@ impl ShardContext {
             sync_lock: Semaphore::new(1),
         });
         ctx.open_owned_partitions().await;
+        glommio::spawn_local(Self::enforce_retention(Rc::downgrade(&ctx))).detach();
         let weak = Rc::downgrade(&ctx);
         glommio::spawn_local(async move {
             // Idle shards notice deleted topics within this period.
@@ -228,6 +234,39 @@ impl ShardContext {
             }
         }
         self.seen_version.set(version);
+    }
+
+    /// Every [`RETENTION_CHECK_INTERVAL`], deletes the segments each open partition
+    /// keeps past its retention (time and size); stops when the shard is gone.
+    async fn enforce_retention(weak: std::rc::Weak<ShardContext>) {
+        loop {
+            glommio::timer::sleep(RETENTION_CHECK_INTERVAL).await;
+            let Some(ctx) = weak.upgrade() else {
+                return;
+            };
+            let logs: Vec<(PartitionKey, PartitionLog)> = ctx
+                .logs
+                .borrow()
+                .iter()
+                .flat_map(|(topic, parts)| {
+                    parts
+                        .iter()
+                        .map(move |(p, (_, log))| ((topic.clone(), *p), log.clone()))
+                })
+                .collect();
+            drop(ctx);
+            for ((topic, p), log) in logs {
+                match log.enforce_retention().await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!(topic = %topic, partition = p, segments = n, "deleted segments past retention")
+                    }
+                    Err(e) => {
+                        tracing::warn!(topic = %topic, partition = p, error = %e, "retention failed")
+                    }
+                }
+            }
+        }
     }
 
     fn open_log(&self, topic: &str, p: u32) -> Option<PartitionLog> {

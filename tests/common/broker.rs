@@ -34,6 +34,8 @@ pub struct Broker {
     pub shards: usize,
     /// The data directory.
     pub data_dir: PathBuf,
+    /// The core each shard is pinned to.
+    cores: Vec<usize>,
     extra: Vec<String>,
 }
 
@@ -59,11 +61,18 @@ impl Broker {
     /// Starts a broker with `shards` shards on fresh ports in `data_dir`, with extra
     /// command-line flags, and waits until every shard accepts connections.
     pub fn start(data_dir: &Path, shards: usize, extra: &[&str]) -> Broker {
+        let cores: Vec<usize> = (0..shards).collect();
+        Broker::start_on(data_dir, &cores, extra)
+    }
+
+    /// Starts a broker with one shard pinned to each of `cores`, like [`start`](Self::start).
+    pub fn start_on(data_dir: &Path, cores: &[usize], extra: &[&str]) -> Broker {
         let mut b = Broker {
             child: None,
-            port: free_ports(shards),
-            shards,
+            port: free_ports(cores.len()),
+            shards: cores.len(),
             data_dir: data_dir.to_path_buf(),
+            cores: cores.to_vec(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         b.spawn();
@@ -77,8 +86,10 @@ impl Broker {
             .args(["--shards", &self.shards.to_string()])
             .args([
                 "--cores",
-                &(0..self.shards)
-                    .map(|s| s.to_string())
+                &self
+                    .cores
+                    .iter()
+                    .map(|c| c.to_string())
                     .collect::<Vec<_>>()
                     .join(","),
             ])

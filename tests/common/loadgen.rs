@@ -6,6 +6,16 @@
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output},
+    time::Duration,
+};
+
+use base64::Engine;
+use hdrhistogram::{
+    serialization::{
+        interval_log::{IntervalLogIterator, LogEntry},
+        Deserializer,
+    },
+    Histogram,
 };
 
 use super::broker::Broker;
@@ -46,6 +56,26 @@ pub fn run_loadgen(args: &[&str], broker: &Broker, code: i32) -> Output {
         String::from_utf8_lossy(&out.stderr),
         broker.log()
     );
+    out
+}
+
+/// The intervals of an `.hlog` file: each one's start (from the log's start time) and
+/// its histogram (nanoseconds), decoded with HdrHistogram's own deserializer.
+pub fn hlog_intervals(path: &Path) -> Vec<(Duration, Histogram<u64>)> {
+    let bytes = std::fs::read(path).expect("hlog");
+    let mut deserializer = Deserializer::new();
+    let mut out = Vec::new();
+    for entry in IntervalLogIterator::new(&bytes) {
+        if let LogEntry::Interval(interval) = entry.expect("hlog parses") {
+            let encoded = base64::engine::general_purpose::STANDARD
+                .decode(interval.encoded_histogram())
+                .expect("base64");
+            let histogram: Histogram<u64> = deserializer
+                .deserialize(&mut encoded.as_slice())
+                .expect("histogram decodes");
+            out.push((interval.start_timestamp(), histogram));
+        }
+    }
     out
 }
 
