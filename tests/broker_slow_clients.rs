@@ -31,6 +31,7 @@ use common::{
     broker::Broker,
     kafka_client::{connect, create, fetch_request, frame, produce},
     loadgen::{run_loadgen, summary},
+    rss::RssSampler,
     scratch_dir,
 };
 use weir::storage::record_batch::build_batch;
@@ -45,43 +46,6 @@ const DEAD_FETCHES: usize = 64;
 
 /// Backlog the dead consumer asks for.
 const BACKLOG_BYTES: usize = 8 << 20;
-
-/// Resident memory of process `pid` in bytes.
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
-}
-
-/// Samples the broker's RSS every 50 ms until stopped; returns the peak.
-struct RssSampler {
-    stop: Arc<AtomicBool>,
-    thread: JoinHandle<u64>,
-}
-
-impl RssSampler {
-    fn start(pid: u32) -> RssSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            let mut peak = 0;
-            while !flag.load(Ordering::Acquire) {
-                peak = peak.max(rss_bytes(pid));
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            peak
-        });
-        RssSampler { stop, thread }
-    }
-
-    fn peak(self) -> u64 {
-        self.stop.store(true, Ordering::Release);
-        self.thread.join().expect("sampler")
-    }
-}
 
 /// One loadgen e2e run of 4 s on topic `work`; returns (produced msgs/s, summary).
 fn e2e(broker: &Broker, out: &Path, rate: &str) -> (f64, serde_json::Value) {
@@ -197,12 +161,12 @@ fn slow_and_dead_clients_leave_others_their_throughput_and_memory_bounded() {
 
     // A first run creates the topic and brings the broker to its working size.
     e2e(&broker, &dir.path().join("warm-up"), &rate);
-    let sampler = RssSampler::start(pid);
+    let sampler = RssSampler::start(pid, Duration::from_millis(50));
     let (undisturbed, _) = e2e(&broker, &dir.path().join("undisturbed"), &rate);
     let calm_peak = sampler.peak();
 
     let started = Instant::now();
-    let sampler = RssSampler::start(pid);
+    let sampler = RssSampler::start(pid, Duration::from_millis(50));
     let mut dead = dead_consumer(broker.port);
     let stop = Arc::new(AtomicBool::new(false));
     let slow = one_byte_per_second(broker.port, 20, Arc::clone(&stop));

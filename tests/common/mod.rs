@@ -9,6 +9,7 @@ pub mod loadgen;
 pub mod loop_mount;
 pub mod mutation;
 pub mod rng;
+pub mod rss;
 
 use std::{future::Future, path::Path, time::Duration};
 
