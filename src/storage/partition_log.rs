@@ -40,7 +40,7 @@ use super::{
     producer_state::{sequence_after, BatchSequence, ProducerStates, SequenceCheck, SequenceError},
     record_batch::ProducePayload,
     recovery::RecoveryReport,
-    segment::{Segment, SegmentFlush, SegmentPaths},
+    segment::{Seal, Segment, SegmentFlush, SegmentPaths},
     segment_index::NO_TIMESTAMP,
     segment_reader::{SegmentReader, SCAN_WINDOW_BYTES, WALK_WINDOW_BYTES},
     shard_storage::ShardStorage,
@@ -778,7 +778,7 @@ impl PartitionLog {
 impl FlushTarget for LogShared {
     fn begin_flush(self: Rc<Self>) -> Option<PendingFlush> {
         self.queued.set(false);
-        let (jobs, target) = {
+        let (mut jobs, target) = {
             let mut st = self.state.borrow_mut();
             if st.closed || st.fenced.is_some() {
                 return None;
@@ -806,6 +806,9 @@ impl FlushTarget for LogShared {
             .iter()
             .map(|(b, f)| (*b, f.size(), f.seals()))
             .collect();
+        // Sealing runs after the round: the round makes the data durable, the seal only
+        // trims and syncs files that recovery would repair anyway.
+        let seals: Vec<Seal> = jobs.iter_mut().filter_map(|(_, f)| f.take_seal()).collect();
         let sync_files = jobs.iter().flat_map(|(_, f)| f.sync_files()).collect();
         let written_file = jobs.iter().find_map(|(_, f)| f.written_file());
         // The round's fdatasyncs, after every write of the round, make these durable.
@@ -822,6 +825,16 @@ impl FlushTarget for LogShared {
                         if let Some(s) = st.segments.iter_mut().find(|s| s.base() == base) {
                             s.complete_flush(size, seals);
                         }
+                    }
+                    if !seals.is_empty() {
+                        glommio::spawn_local(async move {
+                            for seal in seals {
+                                if let Err(e) = seal.finish().await {
+                                    tracing::warn!(error = %e, "sealing a segment failed; recovery trims it on the next start");
+                                }
+                            }
+                        })
+                        .detach();
                     }
                     st.high_watermark = st.high_watermark.max(target);
                     let hw = st.high_watermark;

@@ -78,17 +78,55 @@ pub struct SegmentFlush {
     log: Option<FlushWrite>,
     index: Option<FlushWrite>,
     time_index: Option<FlushWrite>,
-    seal: Option<SealFiles>,
+    seal: Option<Seal>,
     size: u64,
 }
 
-struct SealFiles {
+/// What sealing a segment still has to do once its data is durable: cut its three files
+/// to their exact lengths (the log carries zero-fill past its data) and fdatasync them.
+/// Nothing acknowledged depends on it — recovery treats a zero tail and untrimmed index
+/// files alike — so a group commit does not wait for it (see [`SegmentFlush::take_seal`]).
+pub struct Seal {
     log: Rc<DmaFile>,
     index: Rc<DmaFile>,
     time_index: Rc<DmaFile>,
     paths: SegmentPaths,
+    log_bytes: u64,
     index_bytes: u64,
     time_index_bytes: u64,
+}
+
+impl Seal {
+    /// Truncates the three files to their exact lengths and fdatasyncs them, all three
+    /// at once.
+    pub async fn finish(self) -> Result<()> {
+        let files = [
+            (&self.log, &self.paths.log, self.log_bytes),
+            (&self.index, &self.paths.index, self.index_bytes),
+            (
+                &self.time_index,
+                &self.paths.time_index,
+                self.time_index_bytes,
+            ),
+        ];
+        let ((log, index), time_index) = futures_lite::future::zip(
+            futures_lite::future::zip(cut(files[0]), cut(files[1])),
+            cut(files[2]),
+        )
+        .await;
+        log?;
+        index?;
+        time_index
+    }
+}
+
+async fn cut((file, path, len): (&Rc<DmaFile>, &PathBuf, u64)) -> Result<()> {
+    file.truncate(len)
+        .await
+        .map_err(|e| StorageError::io("truncate", path, e))?;
+    file.fdatasync()
+        .await
+        .map_err(|e| StorageError::io("fdatasync", path, e))
 }
 
 /// An index file is written once a page of new entries has accumulated (and whole when
@@ -270,11 +308,12 @@ impl Segment {
                     .flatten(),
             )
         };
-        let seal = self.sealing.then(|| SealFiles {
+        let seal = self.sealing.then(|| Seal {
             log: Rc::clone(&self.log_file),
             index: Rc::clone(w.index.file()),
             time_index: Rc::clone(w.time_index.file()),
             paths: self.paths.clone(),
+            log_bytes: self.size,
             index_bytes: w.index.end().0,
             time_index_bytes: w.time_index.end().0,
         });
@@ -410,24 +449,20 @@ impl SegmentFlush {
         self.seal.is_some()
     }
 
-    /// The files that need their own fdatasync after [`run`](Self::run)`(false)`: all
-    /// three when sealing (their truncation changes metadata), else the log when its
-    /// write changes metadata. Indexes are derived data, rebuilt by recovery.
+    /// Takes out the sealing work, for the caller to run once the round that makes this
+    /// flush's data durable is over (a group commit then waits for no truncation).
+    /// Without it, [`run`](Self::run) seals inline.
+    pub fn take_seal(&mut self) -> Option<Seal> {
+        self.seal.take()
+    }
+
+    /// The files that need their own fdatasync after [`run`](Self::run)`(false)`: the
+    /// log when its write changes metadata. Indexes are derived data, rebuilt by
+    /// recovery; a seal left in syncs its own files.
     pub fn sync_files(&self) -> Vec<SyncFile> {
-        match (&self.seal, &self.log) {
-            (Some(seal), _) => [
-                (&seal.log, &seal.paths.log),
-                (&seal.index, &seal.paths.index),
-                (&seal.time_index, &seal.paths.time_index),
-            ]
-            .into_iter()
-            .map(|(file, path)| SyncFile {
-                file: Rc::clone(file),
-                path: path.clone(),
-            })
-            .collect(),
-            (None, Some(log)) if log.changes_metadata() => vec![log.sync_file()],
-            (None, _) => Vec::new(),
+        match &self.log {
+            Some(log) if log.changes_metadata() => vec![log.sync_file()],
+            _ => Vec::new(),
         }
     }
 
@@ -437,8 +472,9 @@ impl SegmentFlush {
     }
 
     /// Writes the log and its indexes; fdatasyncs the log when `sync`. A sealing flush
-    /// also truncates all three files to their exact lengths and fdatasyncs each (index
-    /// files are otherwise derived data, rebuilt by recovery, and not synced).
+    /// whose seal was not taken out also runs it: truncates all three files to their
+    /// exact lengths and fdatasyncs each (index files are otherwise derived data,
+    /// rebuilt by recovery, and not synced).
     pub async fn run(self, sync: bool) -> Result<()> {
         let sealing = self.seal.is_some();
         let log = async {
@@ -465,25 +501,7 @@ impl SegmentFlush {
         b?;
         c?;
         if let Some(seal) = self.seal {
-            let files = [
-                (&seal.log, &seal.paths.log, self.size),
-                (&seal.index, &seal.paths.index, seal.index_bytes),
-                (
-                    &seal.time_index,
-                    &seal.paths.time_index,
-                    seal.time_index_bytes,
-                ),
-            ];
-            for (file, path, len) in files {
-                file.truncate(len)
-                    .await
-                    .map_err(|e| StorageError::io("truncate", path, e))?;
-                if sync {
-                    file.fdatasync()
-                        .await
-                        .map_err(|e| StorageError::io("fdatasync", path, e))?;
-                }
-            }
+            seal.finish().await?;
         }
         Ok(())
     }
