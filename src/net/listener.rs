@@ -2,11 +2,14 @@
 //! shard, so a client connected to a shard's port is served by that shard's core.
 
 use std::{
+    cell::Cell,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     rc::Rc,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc,
     },
+    time::Duration,
 };
 
 use glommio::net::TcpListener;
@@ -15,26 +18,33 @@ use crate::shard::{context::ShardContext, shard_addr};
 
 use super::connection;
 
+/// How often the stop watcher looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(20);
+
 /// Accepts connections until `stop` is set.
+///
+/// The accept loop is woken only by connections: a separate task watches `stop` and,
+/// once it is set, connects to this listener to wake the pending accept. Racing the
+/// accept against a periodic timer instead re-polled the same accept every 20 ms, and
+/// glommio keeps one clone of the task's waker per poll until a connection arrives:
+/// after ~32,000 polls — 11 minutes without a new connection — the task's reference
+/// count overflowed and the shard panicked.
 pub async fn serve(ctx: Rc<ShardContext>, stop: Arc<AtomicBool>) -> std::io::Result<()> {
     let addr = shard_addr(&ctx.config, ctx.id);
     let listener = TcpListener::bind(addr).map_err(std::io::Error::from)?;
     tracing::info!(shard = ctx.id.0, %addr, "listening");
-    let stopped = async {
-        while !stop.load(Ordering::Acquire) {
-            glommio::timer::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        None
-    };
-    let mut stopped = Box::pin(stopped);
+    let exited = Rc::new(Cell::new(false));
+    let watcher = glommio::spawn_local(wake_on_stop(
+        Arc::clone(&stop),
+        wake_address(addr),
+        Rc::clone(&exited),
+    ));
     loop {
-        let accepted =
-            futures_lite::future::or(async { Some(listener.accept().await) }, stopped.as_mut())
-                .await;
-        let Some(accepted) = accepted else {
+        let accepted = listener.accept().await;
+        if stop.load(Ordering::Acquire) {
             tracing::info!(shard = ctx.id.0, "stopped accepting connections");
-            return Ok(());
-        };
+            break;
+        }
         match accepted {
             Ok(stream) => {
                 let ctx = Rc::clone(&ctx);
@@ -48,8 +58,39 @@ pub async fn serve(ctx: Rc<ShardContext>, stop: Arc<AtomicBool>) -> std::io::Res
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
-                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                glommio::timer::sleep(Duration::from_millis(10)).await;
             }
         }
+    }
+    exited.set(true);
+    watcher.await;
+    Ok(())
+}
+
+/// Where to connect to reach a listener bound to `addr` (loopback for a wildcard).
+fn wake_address(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::from((Ipv4Addr::LOCALHOST, addr.port()))
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((Ipv6Addr::LOCALHOST, addr.port()))
+        }
+        _ => addr,
+    }
+}
+
+/// Waits for `stop`, then connects to the listener at `addr` until its accept loop has
+/// `exited` (with SO_REUSEPORT a connection may land on another socket bound to the
+/// port, such as a killed broker's that has not been released yet, so it retries).
+async fn wake_on_stop(stop: Arc<AtomicBool>, addr: SocketAddr, exited: Rc<Cell<bool>>) {
+    while !stop.load(Ordering::Acquire) {
+        glommio::timer::sleep(STOP_POLL).await;
+    }
+    while !exited.get() {
+        if let Err(e) = glommio::net::TcpStream::connect(addr).await {
+            tracing::debug!(%addr, error = %e, "waking the listener failed; retrying");
+        }
+        glommio::timer::sleep(Duration::from_millis(10)).await;
     }
 }
