@@ -27,6 +27,7 @@
 
 use std::{
     cell::{Cell, RefCell},
+    collections::BTreeMap,
     future::Future,
     path::PathBuf,
     pin::Pin,
@@ -86,7 +87,50 @@ struct SchedulerState {
     waker: RefCell<Option<Waker>>,
     stopping: Cell<bool>,
     rounds: Cell<u64>,
-    round_waiters: RefCell<Vec<Waker>>,
+    round_waiters: RefCell<BTreeMap<u64, Waker>>,
+    next_waiter: Cell<u64>,
+}
+
+/// The future of [`FlushScheduler::round_after`].
+pub struct RoundAfter<'a> {
+    state: &'a SchedulerState,
+    round: u64,
+    key: Option<u64>,
+}
+
+impl Future for RoundAfter<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.state.rounds.get() > self.round {
+            self.key = None;
+            return Poll::Ready(());
+        }
+        let key = match self.key {
+            Some(key) => key,
+            None => {
+                let key = self.state.next_waiter.get();
+                self.state.next_waiter.set(key + 1);
+                self.key = Some(key);
+                key
+            }
+        };
+        // One entry per future, replaced on every poll, so a future polled many times
+        // holds one waker, not one per poll.
+        self.state
+            .round_waiters
+            .borrow_mut()
+            .insert(key, cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for RoundAfter<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            self.state.round_waiters.borrow_mut().remove(&key);
+        }
+    }
 }
 
 /// The shard's group-commit scheduler. Cloning shares it.
@@ -107,7 +151,8 @@ impl FlushScheduler {
                 waker: RefCell::new(None),
                 stopping: Cell::new(false),
                 rounds: Cell::new(0),
-                round_waiters: RefCell::new(Vec::new()),
+                round_waiters: RefCell::new(BTreeMap::new()),
+                next_waiter: Cell::new(0),
             }),
         }
     }
@@ -124,17 +169,14 @@ impl FlushScheduler {
 
     /// Resolves once more than `round` rounds have completed: after a round, high
     /// watermarks may have moved, so waiting readers (long-polling fetches) look again.
-    pub fn round_after(&self, round: u64) -> impl Future<Output = ()> + '_ {
-        std::future::poll_fn(move |cx| {
-            if self.state.rounds.get() > round {
-                return Poll::Ready(());
-            }
-            self.state
-                .round_waiters
-                .borrow_mut()
-                .push(cx.waker().clone());
-            Poll::Pending
-        })
+    /// Dropping it unregisters its waker: a long poll that times out on an idle shard
+    /// leaves nothing behind.
+    pub fn round_after(&self, round: u64) -> RoundAfter<'_> {
+        RoundAfter {
+            state: &self.state,
+            round,
+            key: None,
+        }
     }
 
     /// Queues `target` for the next round. The caller queues a target at most once per
@@ -224,7 +266,7 @@ impl FlushScheduler {
                 }));
             }
             s.rounds.set(s.rounds.get() + 1);
-            for w in std::mem::take(&mut *s.round_waiters.borrow_mut()) {
+            for w in std::mem::take(&mut *s.round_waiters.borrow_mut()).into_values() {
                 w.wake();
             }
         }
@@ -364,6 +406,38 @@ mod tests {
             s.add_dirty_bytes(1);
             glommio::timer::sleep(Duration::from_millis(20)).await;
             assert_eq!(r.began.borrow().len(), 1, "at the limit: flushes");
+            s.stop();
+            task.await;
+        });
+    }
+
+    #[test]
+    fn a_dropped_round_waiter_leaves_nothing_behind() {
+        run(async {
+            let (s, task) = scheduler(0, u64::MAX);
+            for _ in 0..1000 {
+                let waiting = s.round_after(s.rounds());
+                let timed_out = futures_lite::future::or(
+                    async {
+                        waiting.await;
+                        false
+                    },
+                    async {
+                        futures_lite::future::yield_now().await;
+                        true
+                    },
+                )
+                .await;
+                assert!(timed_out, "no round ran");
+            }
+            assert_eq!(s.state.round_waiters.borrow().len(), 0);
+            let r = Rc::new(Recorder {
+                began: RefCell::new(Vec::new()),
+            });
+            let waiting = s.round_after(s.rounds());
+            s.enqueue(r);
+            waiting.await;
+            assert_eq!(s.state.round_waiters.borrow().len(), 0);
             s.stop();
             task.await;
         });
