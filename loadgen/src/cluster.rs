@@ -53,6 +53,11 @@ pub struct Topology {
     pub leaders: BTreeMap<i32, String>,
 }
 
+/// `Err` with Kafka's error when `code` is one, for the call named `what`.
+pub fn check(what: &str, code: i16) -> Result<(), ClusterError> {
+    kafka_error(what, code).map_or(Ok(()), Err)
+}
+
 fn kafka_error(what: impl Into<String>, code: i16) -> Option<ClusterError> {
     ResponseError::try_from_code(code).map(|code| ClusterError::Kafka {
         what: what.into(),

@@ -31,7 +31,13 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{clock::now_ns, cluster::ClusterError, control::Control, plan::partitions_of, wire};
+use crate::{
+    clock::now_ns,
+    cluster::{check, ClusterError},
+    control::Control,
+    plan::partitions_of,
+    wire,
+};
 
 const FIND_COORDINATOR_VERSION: i16 = 2;
 const JOIN_GROUP_VERSION: i16 = 5;
@@ -63,16 +69,6 @@ pub struct Membership {
     pub partitions: Vec<i32>,
 }
 
-fn kafka_error(what: &str, code: i16) -> Result<(), ClusterError> {
-    match ResponseError::try_from_code(code) {
-        Some(code) => Err(ClusterError::Kafka {
-            what: what.to_string(),
-            code,
-        }),
-        None => Ok(()),
-    }
-}
-
 fn encoded<T: Encodable>(message: &T, version: i16) -> Result<bytes::Bytes, ClusterError> {
     let mut out = bytes::BytesMut::new();
     message
@@ -95,7 +91,7 @@ pub async fn join(
         request.key = StrBytes::from_string(group.to_string());
         let response =
             wire::call(&mut writer, &mut reader, &request, FIND_COORDINATOR_VERSION).await?;
-        kafka_error("finding the group coordinator", response.error_code)?;
+        check("finding the group coordinator", response.error_code)?;
         format!("{}:{}", response.host.as_str(), response.port)
     };
     let (mut writer, mut reader) = wire::connect(&coordinator).await?;
@@ -115,7 +111,7 @@ pub async fn join(
         request.member_id = joined.member_id.clone();
         joined = wire::call(&mut writer, &mut reader, &request, JOIN_GROUP_VERSION).await?;
     }
-    kafka_error("joining the group", joined.error_code)?;
+    check("joining the group", joined.error_code)?;
 
     let mut sync = SyncGroupRequest::default();
     sync.group_id = request.group_id.clone();
@@ -138,7 +134,7 @@ pub async fn join(
         }
     }
     let synced = wire::call(&mut writer, &mut reader, &sync, SYNC_GROUP_VERSION).await?;
-    kafka_error("syncing the group", synced.error_code)?;
+    check("syncing the group", synced.error_code)?;
     let mut bytes = synced.assignment.clone();
     let assignment = ConsumerProtocolAssignment::decode(&mut bytes, 0)
         .map_err(|e| ClusterError::Protocol(format!("decoding the assignment: {e}")))?;
@@ -170,10 +166,10 @@ pub async fn committed(
         .with_name(TopicName(StrBytes::from_string(topic.to_string())))
         .with_partition_indexes(membership.partitions.clone())]);
     let response = wire::call(&mut writer, &mut reader, &request, OFFSET_FETCH_VERSION).await?;
-    kafka_error("fetching committed offsets", response.error_code)?;
+    check("fetching committed offsets", response.error_code)?;
     let mut offsets = BTreeMap::new();
     for partition in response.topics.iter().flat_map(|t| &t.partitions) {
-        kafka_error("fetching a committed offset", partition.error_code)?;
+        check("fetching a committed offset", partition.error_code)?;
         if partition.committed_offset >= 0 {
             offsets.insert(partition.partition_index, partition.committed_offset);
         }
@@ -257,7 +253,7 @@ async fn keep(
             heartbeat.generation_id = membership.generation;
             heartbeat.member_id = member.clone();
             let beat = wire::call(&mut writer, &mut reader, &heartbeat, HEARTBEAT_VERSION).await?;
-            kafka_error(
+            check(
                 "heartbeat (loadgen does not follow rebalances)",
                 beat.error_code,
             )?;
@@ -286,7 +282,7 @@ async fn keep(
                 wire::call(&mut writer, &mut reader, &commit, OFFSET_COMMIT_VERSION).await?;
             let took = now_ns().saturating_sub(sent);
             for p in response.topics.iter().flat_map(|t| &t.partitions) {
-                kafka_error("committing offsets", p.error_code)?;
+                check("committing offsets", p.error_code)?;
             }
             stats.commits.fetch_add(1, Ordering::Relaxed);
             stats.commit_ns_max.fetch_max(took, Ordering::Relaxed);
@@ -306,7 +302,7 @@ async fn keep(
     leave.group_id = group;
     leave.members = vec![MemberIdentity::default().with_member_id(member)];
     let left = wire::call(&mut writer, &mut reader, &leave, LEAVE_GROUP_VERSION).await?;
-    kafka_error("leaving the group", left.error_code)
+    check("leaving the group", left.error_code)
 }
 
 #[cfg(test)]

@@ -151,16 +151,8 @@ impl ShardContext {
     /// Closes every partition (making everything appended durable and sealing the
     /// active segments) and stops the flush loop. Appends still arriving afterwards fail.
     pub async fn shut_down(&self) {
-        let logs: Vec<(PartitionKey, PartitionLog)> = self
-            .logs
-            .borrow_mut()
-            .drain()
-            .flat_map(|(topic, parts)| {
-                parts
-                    .into_iter()
-                    .map(move |(p, (_, log))| ((topic.clone(), p), log))
-            })
-            .collect();
+        let logs = self.open_logs();
+        self.logs.borrow_mut().clear();
         for ((topic, p), log) in logs {
             if let Err(e) = log.close().await {
                 tracing::error!(topic = %topic, partition = p, error = %e, "closing partition failed");
@@ -244,16 +236,7 @@ impl ShardContext {
             let Some(ctx) = weak.upgrade() else {
                 return;
             };
-            let logs: Vec<(PartitionKey, PartitionLog)> = ctx
-                .logs
-                .borrow()
-                .iter()
-                .flat_map(|(topic, parts)| {
-                    parts
-                        .iter()
-                        .map(move |(p, (_, log))| ((topic.clone(), *p), log.clone()))
-                })
-                .collect();
+            let logs = ctx.open_logs();
             drop(ctx);
             for ((topic, p), log) in logs {
                 match log.enforce_retention().await {
@@ -267,6 +250,19 @@ impl ShardContext {
                 }
             }
         }
+    }
+
+    /// Every open partition log of the shard, with its topic and partition.
+    fn open_logs(&self) -> Vec<(PartitionKey, PartitionLog)> {
+        self.logs
+            .borrow()
+            .iter()
+            .flat_map(|(topic, parts)| {
+                parts
+                    .iter()
+                    .map(move |(p, (_, log))| ((topic.clone(), *p), log.clone()))
+            })
+            .collect()
     }
 
     fn open_log(&self, topic: &str, p: u32) -> Option<PartitionLog> {
