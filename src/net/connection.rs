@@ -117,20 +117,13 @@ impl Claims {
     }
 }
 
-/// Writes `response`, or fails with [`ConnectionError::Stalled`] when it has not all
-/// gone out after `idle` (the client is not reading).
-async fn send(
-    writer: &mut (impl futures_lite::AsyncWrite + Unpin),
-    response: &[u8],
-    idle: Duration,
-) -> Result<(), ConnectionError> {
-    futures_lite::future::or(async { Some(writer.write_all(response).await) }, async {
-        glommio::timer::sleep(idle).await;
+/// `fut`'s output, or `None` when it has not finished within `limit`.
+async fn within<T>(limit: Duration, fut: impl std::future::Future<Output = T>) -> Option<T> {
+    futures_lite::future::or(async { Some(fut.await) }, async {
+        glommio::timer::sleep(limit).await;
         None
     })
     .await
-    .ok_or(ConnectionError::Stalled(idle))?
-    .map_err(ConnectionError::Io)
 }
 
 /// Serves one connection until the client closes it or misbehaves.
@@ -149,8 +142,12 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
         let written = async {
             while let Some((task, permit, claim)) = rx.recv().await {
                 match task.await {
+                    // A response not all gone out within the idle timeout: the client
+                    // is not reading.
                     Some(response) if !response.is_empty() => {
-                        send(&mut writer, &response, idle).await?
+                        within(idle, writer.write_all(&response))
+                            .await
+                            .ok_or(ConnectionError::Stalled(idle))??
                     }
                     Some(_) => {}
                     // An undecodable request: the stream cannot be trusted past it.
@@ -189,12 +186,14 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
                 let mut claim = frame.len();
                 let request = api::decode(frame.freeze()).map_err(ConnectionError::Request)?;
                 let ctx = Rc::clone(&ctx);
-                let task = if request.key == ApiKey::Fetch {
-                    let fetch = Fetch::decode(&request);
-                    claim += fetch.as_ref().map_or(0, Fetch::record_bytes_max);
-                    if !claims.admit(claim).await {
-                        return Ok(());
-                    }
+                let fetch = (request.key == ApiKey::Fetch).then(|| Fetch::decode(&request));
+                if let Some(Some(f)) = &fetch {
+                    claim += f.record_bytes_max();
+                }
+                if !claims.admit(claim).await {
+                    return Ok(());
+                }
+                let task = if let Some(fetch) = fetch {
                     glommio::spawn_local(async move {
                         match fetch {
                             Some(fetch) => {
@@ -203,8 +202,6 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
                             None => None,
                         }
                     })
-                } else if !claims.admit(claim).await {
-                    return Ok(());
                 } else if request.key == ApiKey::Produce {
                     // Appends happen here, in request order; only the wait for the
                     // group commit overlaps with later requests.
@@ -222,11 +219,7 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
                     return Ok(());
                 }
             }
-            let n =
-                futures_lite::future::or(async { Some(reader.read(&mut scratch).await) }, async {
-                    glommio::timer::sleep(idle).await;
-                    None
-                })
+            let n = within(idle, reader.read(&mut scratch))
                 .await
                 .ok_or(ConnectionError::Idle(idle))??;
             if n == 0 {
