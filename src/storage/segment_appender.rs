@@ -210,7 +210,10 @@ impl SegmentAppender {
     }
 
     fn seal_full_chunk(&mut self) {
-        let capacity = self.chunk_bytes_max;
+        // Double rather than jump to the maximum: a round that overflows its chunk by a
+        // few kilobytes would otherwise hold a 1 MiB buffer for them, in memory and in
+        // the batch cache's budget.
+        let capacity = (self.chunk_capacity * 2).min(self.chunk_bytes_max);
         let next = self.file.alloc_dma_buffer(capacity);
         let full = std::mem::replace(&mut self.chunk, next);
         let chunk = Chunk {
@@ -591,6 +594,38 @@ mod tests {
                 assert_eq!(&read[..], &expected[..], "{growth:?}");
             });
         }
+    }
+
+    #[test]
+    fn a_round_that_overflows_its_chunk_gets_one_twice_as_large_not_the_largest() {
+        let dir = test_dir();
+        let path = dir.path().join("f.log");
+        run(async move {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .dma_open(&path)
+                .await
+                .expect("open");
+            let mut a = SegmentAppender::open(Rc::new(file), path, 0, FileGrowth::Append, 1 << 20)
+                .await
+                .expect("appender");
+            a.append(&[&pattern(20_000, 1)]);
+            let w = a.begin_flush().expect("dirty");
+            let capacities: Vec<usize> = w.chunks().iter().map(|c| c.capacity).collect();
+            assert_eq!(capacities, [CHUNK_BYTES_MIN, 2 * CHUNK_BYTES_MIN]);
+            w.run(true).await.expect("flush");
+            a.append(&[&pattern(100_000, 2)]);
+            let w = a.begin_flush().expect("dirty");
+            let capacities: Vec<usize> = w.chunks().iter().map(|c| c.capacity).collect();
+            assert_eq!(
+                capacities,
+                [32 << 10, 64 << 10, 128 << 10],
+                "sized for the last round, then doubling"
+            );
+            w.run(true).await.expect("flush");
+        });
     }
 
     #[test]
