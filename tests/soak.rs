@@ -17,9 +17,9 @@
 //! leave out the first half for memory, compare the first and last fifth for latency,
 //! and scale the broker's data down (16 MiB segments, 64 MiB retention, a 32 MiB batch
 //! cache) so it reaches its working size in time.
-//! Results, including `soak.svg` (RSS and p99.9 over time) and loadgen's histogram
-//! logs, go to `WEIR_SOAK_OUT` (default `target/soak-runs/<unix time>`); loadgen prints a
-//! progress line every second.
+//! Results, including `soak.svg` (RSS and p99.9 over time), loadgen's histogram logs
+//! and the broker's log (slow flush rounds are warnings there), go to `WEIR_SOAK_OUT`
+//! (default `target/soak-runs/<unix time>`); loadgen prints a progress line every second.
 
 #[allow(dead_code)]
 mod common;
@@ -316,6 +316,9 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
         let _ = writeln!(csv, "{:.0},{b}", t.as_secs_f64());
     }
     std::fs::write(out.join("rss.csv"), csv).expect("write rss.csv");
+    // Slow flush rounds are logged by the broker, so a latency spike can be told apart
+    // from the disk's.
+    std::fs::write(out.join("broker.log"), broker.log()).expect("write broker.log");
     let step = if long {
         Duration::from_secs(10)
     } else {

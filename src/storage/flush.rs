@@ -33,7 +33,7 @@ use std::{
     pin::Pin,
     rc::Rc,
     task::{Context, Poll, Waker},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use futures_util::future::{join_all, LocalBoxFuture};
@@ -44,6 +44,10 @@ use super::{
     error::{Result, StorageError},
     failpoint,
 };
+
+/// A round whose writes and fdatasync take this long is logged as a warning with its
+/// timings: every produce in it waited that long for its acknowledgement.
+pub const SLOW_ROUND: Duration = Duration::from_millis(100);
 
 /// A target's share of a round.
 pub struct PendingFlush {
@@ -241,6 +245,8 @@ impl FlushScheduler {
                 futures_lite::future::yield_now().await;
             }
             let targets = std::mem::take(&mut *s.queue.borrow_mut());
+            let round_bytes = s.dirty_bytes.get();
+            let began = Instant::now();
             s.dirty_bytes.set(0);
             s.first_dirty.set(None);
             let mut writes = Vec::new();
@@ -253,12 +259,23 @@ impl FlushScheduler {
                 sync_files.push(pending.sync_files);
                 written_files.push(pending.written_file);
             }
+            let logs = writes.len();
             let written = join_all(writes).await;
+            let write_time = began.elapsed();
             let synced = if sync {
                 sync_round(&written, sync_files, written_files).await
             } else {
                 Ok(())
             };
+            if began.elapsed() >= SLOW_ROUND {
+                tracing::warn!(
+                    logs,
+                    bytes = round_bytes,
+                    write_ms = write_time.as_millis() as u64,
+                    sync_ms = (began.elapsed() - write_time).as_millis() as u64,
+                    "slow flush round: every acknowledgement in it waited"
+                );
+            }
             for (finish, outcome) in finishes.into_iter().zip(written) {
                 finish(outcome.and_then(|()| match &synced {
                     Ok(()) => Ok(()),
