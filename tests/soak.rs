@@ -33,6 +33,7 @@ use std::{
 
 use common::{
     broker::Broker,
+    env_or,
     loadgen::{hlog_intervals, loadgen, summary},
     rss::RssSampler,
     scratch_dir,
@@ -45,13 +46,6 @@ const LOAD_SHARE: f64 = 0.7;
 /// A short run's share: a debug build near 70% of its maximum is close to saturation,
 /// where any hiccup of a shared machine queues up.
 const SHORT_LOAD_SHARE: f64 = 0.5;
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Runs loadgen e2e on topic `soak` with its output on this terminal; returns the summary.
 fn e2e(broker: &Broker, out: &Path, core: usize, args: &[&str]) -> serde_json::Value {

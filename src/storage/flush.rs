@@ -267,12 +267,13 @@ impl FlushScheduler {
             } else {
                 Ok(())
             };
-            if began.elapsed() >= SLOW_ROUND {
+            let round_time = began.elapsed();
+            if round_time >= SLOW_ROUND {
                 tracing::warn!(
                     logs,
                     bytes = round_bytes,
                     write_ms = write_time.as_millis() as u64,
-                    sync_ms = (began.elapsed() - write_time).as_millis() as u64,
+                    sync_ms = (round_time - write_time).as_millis() as u64,
                     "slow flush round: every acknowledgement in it waited"
                 );
             }

@@ -544,6 +544,14 @@ mod tests {
     use glommio::io::OpenOptions;
 
     async fn open_new(path: &std::path::Path, growth: FileGrowth) -> SegmentAppender {
+        open_new_with_chunks(path, growth, 64 << 10).await
+    }
+
+    async fn open_new_with_chunks(
+        path: &std::path::Path,
+        growth: FileGrowth,
+        chunk_bytes_max: usize,
+    ) -> SegmentAppender {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -551,9 +559,15 @@ mod tests {
             .dma_open(path)
             .await
             .expect("open");
-        SegmentAppender::open(Rc::new(file), path.to_path_buf(), 0, growth, 64 << 10)
-            .await
-            .expect("appender")
+        SegmentAppender::open(
+            Rc::new(file),
+            path.to_path_buf(),
+            0,
+            growth,
+            chunk_bytes_max,
+        )
+        .await
+        .expect("appender")
     }
 
     fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -601,16 +615,7 @@ mod tests {
         let dir = test_dir();
         let path = dir.path().join("f.log");
         run(async move {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .dma_open(&path)
-                .await
-                .expect("open");
-            let mut a = SegmentAppender::open(Rc::new(file), path, 0, FileGrowth::Append, 1 << 20)
-                .await
-                .expect("appender");
+            let mut a = open_new_with_chunks(&path, FileGrowth::Append, 1 << 20).await;
             a.append(&[&pattern(20_000, 1)]);
             let w = a.begin_flush().expect("dirty");
             let capacities: Vec<usize> = w.chunks().iter().map(|c| c.capacity).collect();

@@ -29,6 +29,14 @@ pub fn run<T: 'static>(fut: impl Future<Output = T> + 'static) -> T {
         .run(fut)
 }
 
+/// The environment variable `name` parsed as a `T`, or `default` when unset or invalid.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// A scratch directory under `target/test-data` (ext4, not tmpfs), removed on drop.
 pub fn scratch_dir() -> tempfile::TempDir {
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-data");

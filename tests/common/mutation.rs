@@ -5,10 +5,7 @@ use super::rng::Rng;
 
 /// How long each fuzz target runs: `WEIR_FUZZ_SECONDS`, default 3.
 pub fn fuzz_seconds() -> u64 {
-    std::env::var("WEIR_FUZZ_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3)
+    super::env_or("WEIR_FUZZ_SECONDS", 3)
 }
 
 /// Values that break length and count fields.
