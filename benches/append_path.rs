@@ -6,10 +6,11 @@
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use weir::storage::{
-    record_batch::{build_batch, ProducePayload},
+    record_batch::ProducePayload,
     segment_index::{IndexedBatch, OffsetEntry, OffsetIndex, SegmentIndex},
     FilePosition, Offset,
 };
+use weir_client::record_batch::build_batch;
 
 /// One batch of about `bytes` bytes (records of 1 KiB values).
 fn batch_of(bytes: usize) -> Bytes {

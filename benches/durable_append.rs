@@ -15,9 +15,10 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use glommio::{LocalExecutor, LocalExecutorBuilder, Placement};
 use weir::storage::{
-    partition_log::Durable, record_batch::build_batch, Clock, FileGrowth, FlushConfig, FlushMode,
-    LogConfig, Offset, ProducePayload, ShardStorage, ShardStorageConfig,
+    partition_log::Durable, Clock, FileGrowth, FlushConfig, FlushMode, LogConfig, Offset,
+    ProducePayload, ShardStorage, ShardStorageConfig,
 };
+use weir_client::record_batch::build_batch;
 
 const BATCH_BYTES: usize = 16 << 10;
 /// Appended bytes not yet durable before the producer waits, like a producer's buffer

@@ -5,6 +5,7 @@
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use serde::Deserialize;
+use weir_client::units::{parse_cores, parse_duration};
 
 use crate::storage::{FlushMode, LogConfig};
 
@@ -146,28 +147,6 @@ pub struct ConfigOverrides {
     pub retention_bytes: Option<u64>,
 }
 
-/// Parses `"250us"`, `"1ms"`, `"5s"`, `"2m"`, `"12h"`, `"7d"`; a bare number is
-/// milliseconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 1ms"))?;
-    match unit {
-        "" | "ms" => Ok(Duration::from_millis(n)),
-        "us" => Ok(Duration::from_micros(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
-        "h" => Ok(Duration::from_secs(n.saturating_mul(3600))),
-        "d" => Ok(Duration::from_secs(n.saturating_mul(86_400))),
-        _ => Err(format!(
-            "unknown unit {unit:?} in {s:?} (use us, ms, s, m, h or d)"
-        )),
-    }
-}
-
 fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         option,
@@ -236,15 +215,11 @@ impl BrokerConfig {
             self.shards = n;
         }
         if let Some(cores) = o.cores {
-            self.cores = cores
-                .split(',')
-                .filter(|c| !c.trim().is_empty())
-                .map(|c| c.trim().parse::<usize>())
-                .collect::<Result<_, _>>()
-                .map_err(|_| invalid("--cores", format!("{cores:?} is not a list like 1,3")))?;
+            self.cores = parse_cores(&cores).map_err(|e| invalid("--cores", e.to_string()))?;
         }
         if let Some(i) = o.flush_interval {
-            self.flush_interval = parse_duration(&i).map_err(|e| invalid("--flush-interval", e))?;
+            self.flush_interval =
+                parse_duration(&i).map_err(|e| invalid("--flush-interval", e.to_string()))?;
         }
         if let Some(m) = o.flush_mode {
             self.flush_mode = match m.as_str() {
@@ -263,7 +238,7 @@ impl BrokerConfig {
         }
         if let Some(s) = o.spin_before_park {
             self.spin_before_park =
-                parse_duration(&s).map_err(|e| invalid("--spin-before-park", e))?;
+                parse_duration(&s).map_err(|e| invalid("--spin-before-park", e.to_string()))?;
         }
         if let Some(b) = o.auto_create_topics {
             self.auto_create_topics = b;
@@ -290,10 +265,11 @@ impl BrokerConfig {
             self.inflight_bytes_max = n;
         }
         if let Some(t) = o.idle_timeout {
-            self.idle_timeout = parse_duration(&t).map_err(|e| invalid("--idle-timeout", e))?;
+            self.idle_timeout =
+                parse_duration(&t).map_err(|e| invalid("--idle-timeout", e.to_string()))?;
         }
         if let Some(r) = o.retention {
-            let age = parse_duration(&r).map_err(|e| invalid("--retention", e))?;
+            let age = parse_duration(&r).map_err(|e| invalid("--retention", e.to_string()))?;
             if age.is_zero() {
                 return Err(invalid("--retention", "must be more than 0"));
             }
@@ -424,17 +400,6 @@ mod tests {
         assert_eq!(profile.inflight_bytes_max, default.inflight_bytes_max);
         assert_eq!(profile.cache_bytes_max, default.cache_bytes_max);
         assert_eq!(seen[3].1.flush_mode, FlushMode::WriteOnly);
-    }
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("1ms"), Ok(Duration::from_millis(1)));
-        assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
-        assert_eq!(parse_duration("5"), Ok(Duration::from_millis(5)));
-        assert!(parse_duration("fast").is_err());
-        assert_eq!(parse_duration("12h"), Ok(Duration::from_secs(12 * 3600)));
-        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
-        assert!(parse_duration("5w").is_err());
     }
 
     #[test]

@@ -20,7 +20,7 @@ use kafka_protocol::{
     protocol::StrBytes,
     ResponseError,
 };
-use weir::storage::record_batch::build_batch;
+use weir_client::record_batch::build_batch;
 
 fn weir(broker: &Broker, args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_weir"))

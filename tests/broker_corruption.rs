@@ -16,7 +16,7 @@ use common::{
     rng::Rng,
     scratch_dir, split_batches, StoredBatch,
 };
-use weir::storage::record_batch::build_batch;
+use weir_client::record_batch::build_batch;
 
 /// The newest file with `extension` in `dir`.
 fn last_file(dir: &Path, extension: &str) -> std::path::PathBuf {

@@ -21,7 +21,7 @@ use kafka_protocol::{
     protocol::StrBytes,
     ResponseError,
 };
-use weir::storage::record_batch::build_batch;
+use weir_client::record_batch::build_batch;
 
 fn topic() -> TopicName {
     TopicName(StrBytes::from_static_str("full"))

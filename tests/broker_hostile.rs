@@ -127,7 +127,7 @@ fn random_and_extreme_requests_never_take_the_broker_down() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let batch = weir::storage::record_batch::build_batch(3, b"still here", 0);
+    let batch = weir_client::record_batch::build_batch(3, b"still here", 0);
     let mut p = kafka_protocol::messages::produce_request::PartitionProduceData::default();
     p.index = 0;
     p.records = Some(Bytes::from(batch));

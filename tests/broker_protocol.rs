@@ -21,7 +21,7 @@ use kafka_protocol::{
     protocol::StrBytes,
     ResponseError,
 };
-use weir::storage::record_batch::{build_batch, build_idempotent_batch};
+use weir_client::record_batch::{build_batch, build_idempotent_batch, Producer};
 
 fn code(e: ResponseError) -> i16 {
     e.code()
@@ -270,7 +270,18 @@ fn a_retried_idempotent_batch_is_stored_once() {
     let id = call(&mut connect(port), &init, 4);
     assert_eq!(id.error_code, 0);
     let pid = id.producer_id.0;
-    let batch = |seq| build_idempotent_batch(4, b"once", 0, pid, id.producer_epoch, seq);
+    let batch = |seq| {
+        build_idempotent_batch(
+            4,
+            b"once",
+            0,
+            Producer {
+                id: pid,
+                epoch: id.producer_epoch,
+                base_sequence: seq,
+            },
+        )
+    };
     assert_eq!(produce(port, "idem", 0, batch(0)), (0, 0));
     assert_eq!(
         produce(port, "idem", 0, batch(0)),

@@ -34,7 +34,7 @@ use common::{
     rss::RssSampler,
     scratch_dir,
 };
-use weir::storage::record_batch::build_batch;
+use weir_client::record_batch::build_batch;
 
 /// The broker's idle timeout in this test: a client that neither sends a byte nor
 /// accepts one for this long is disconnected.

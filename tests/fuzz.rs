@@ -32,11 +32,12 @@ use weir::{
     api::{decode, decode_body, Request},
     net::frame::take_frame,
     storage::{
-        record_batch::{build_batch, build_idempotent_batch, check, BatchHeader},
+        record_batch::{check, BatchHeader},
         segment_index::{OffsetIndex, TimeIndex},
         ProducePayload,
     },
 };
+use weir_client::record_batch::{build_batch, build_idempotent_batch, Producer};
 
 /// The broker's allocator, so a hostile array count is answered as in the broker
 /// (reserved, not committed) instead of aborting the test process.
@@ -186,7 +187,16 @@ fn batch_seeds() -> Vec<Vec<u8>> {
         build_batch(1, b"", 0),
         build_batch(5, b"a value", 1_700_000_000_000),
         build_batch(100, &[7u8; 300], -1),
-        build_idempotent_batch(3, b"idempotent", 5, 42, 1, 7),
+        build_idempotent_batch(
+            3,
+            b"idempotent",
+            5,
+            Producer {
+                id: 42,
+                epoch: 1,
+                base_sequence: 7,
+            },
+        ),
     ];
     let mut two = build_batch(2, b"first", 1);
     two.extend(build_batch(4, b"second", 2));

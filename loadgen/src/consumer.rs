@@ -14,13 +14,14 @@ use kafka_protocol::{
     },
 };
 
+use weir_client::{connection, record_batch::walk_batches, ClientError};
+
 use crate::{
     clock::now_ns,
     control::Control,
     group::Positions,
-    record_batch::{read_payload, walk_batches},
+    payload::read_payload,
     stats::{CoreStats, Metric},
-    wire,
 };
 
 /// The Fetch version loadgen speaks (Kafka 2.3+).
@@ -77,7 +78,7 @@ async fn consume(
     control: &Arc<Control>,
     stats: &Rc<RefCell<CoreStats>>,
 ) -> Result<(), String> {
-    let (mut writer, mut reader) = wire::connect(&stream.leader)
+    let (mut writer, mut reader) = connection::connect(&stream.leader, "loadgen")
         .await
         .map_err(|e| format!("consumer of {}: {e}", stream.leader))?;
     let group_count = config
@@ -103,7 +104,7 @@ async fn consume(
                 let correlation_id = writer.send(&request, FETCH_VERSION).await?;
                 let _ = sent_tx.try_send((correlation_id, group, sent_ns));
             }
-            Ok::<(), wire::WireError>(())
+            Ok::<(), ClientError>(())
         })
     };
     let mut outcome = Ok(());

@@ -31,14 +31,12 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{
-    clock::now_ns,
-    cluster::{check, ClusterError},
-    control::Control,
-    plan::partitions_of,
-    wire,
-};
+use weir_client::{connection, ClientError};
 
+use crate::{assign::partitions_of, clock::now_ns, control::Control};
+
+/// The client id loadgen's requests carry.
+const CLIENT_ID: &str = "loadgen";
 const FIND_COORDINATOR_VERSION: i16 = 2;
 const JOIN_GROUP_VERSION: i16 = 5;
 const SYNC_GROUP_VERSION: i16 = 3;
@@ -53,6 +51,22 @@ const ASSIGNOR: &str = "range";
 const SESSION_TIMEOUT_MS: i32 = 10_000;
 /// How long a rebalance may wait for the member to rejoin.
 const REBALANCE_TIMEOUT_MS: i32 = 30_000;
+
+/// Why joining, committing or leaving failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupError {
+    /// A call to the coordinator failed, or it answered with an error.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The consumer protocol's metadata could not be encoded or decoded.
+    #[error("{what}: {reason}")]
+    Metadata {
+        /// What was being encoded or decoded.
+        what: &'static str,
+        /// kafka-protocol's reason.
+        reason: String,
+    },
+}
 
 /// This run's membership: who it is in the group and what it was assigned.
 #[derive(Debug, Clone)]
@@ -69,11 +83,14 @@ pub struct Membership {
     pub partitions: Vec<i32>,
 }
 
-fn encoded<T: Encodable>(message: &T, version: i16) -> Result<bytes::Bytes, ClusterError> {
+fn encoded<T: Encodable>(message: &T, version: i16) -> Result<bytes::Bytes, GroupError> {
     let mut out = bytes::BytesMut::new();
     message
         .encode(&mut out, version)
-        .map_err(|e| ClusterError::Protocol(format!("encoding group metadata: {e}")))?;
+        .map_err(|e| GroupError::Metadata {
+            what: "encoding group metadata",
+            reason: e.to_string(),
+        })?;
     Ok(out.freeze())
 }
 
@@ -84,17 +101,17 @@ pub async fn join(
     group: &str,
     topic: &str,
     partitions: &[i32],
-) -> Result<Membership, ClusterError> {
+) -> Result<Membership, GroupError> {
     let coordinator = {
-        let (mut writer, mut reader) = wire::connect(bootstrap).await?;
+        let (mut writer, mut reader) = connection::connect(bootstrap, CLIENT_ID).await?;
         let mut request = FindCoordinatorRequest::default();
         request.key = StrBytes::from_string(group.to_string());
         let response =
-            wire::call(&mut writer, &mut reader, &request, FIND_COORDINATOR_VERSION).await?;
-        check("finding the group coordinator", response.error_code)?;
+            connection::call(&mut writer, &mut reader, &request, FIND_COORDINATOR_VERSION).await?;
+        ClientError::check("finding the group coordinator", response.error_code)?;
         format!("{}:{}", response.host.as_str(), response.port)
     };
-    let (mut writer, mut reader) = wire::connect(&coordinator).await?;
+    let (mut writer, mut reader) = connection::connect(&coordinator, CLIENT_ID).await?;
     let topic_name = TopicName(StrBytes::from_string(topic.to_string()));
     let mut subscription = ConsumerProtocolSubscription::default();
     subscription.topics = vec![StrBytes::from_string(topic.to_string())];
@@ -106,12 +123,13 @@ pub async fn join(
     request.protocols = vec![JoinGroupRequestProtocol::default()
         .with_name(StrBytes::from_static_str(ASSIGNOR))
         .with_metadata(encoded(&subscription, 0)?)];
-    let mut joined = wire::call(&mut writer, &mut reader, &request, JOIN_GROUP_VERSION).await?;
+    let mut joined =
+        connection::call(&mut writer, &mut reader, &request, JOIN_GROUP_VERSION).await?;
     if joined.error_code == ResponseError::MemberIdRequired.code() {
         request.member_id = joined.member_id.clone();
-        joined = wire::call(&mut writer, &mut reader, &request, JOIN_GROUP_VERSION).await?;
+        joined = connection::call(&mut writer, &mut reader, &request, JOIN_GROUP_VERSION).await?;
     }
-    check("joining the group", joined.error_code)?;
+    ClientError::check("joining the group", joined.error_code)?;
 
     let mut sync = SyncGroupRequest::default();
     sync.group_id = request.group_id.clone();
@@ -133,11 +151,14 @@ pub async fn join(
             );
         }
     }
-    let synced = wire::call(&mut writer, &mut reader, &sync, SYNC_GROUP_VERSION).await?;
-    check("syncing the group", synced.error_code)?;
+    let synced = connection::call(&mut writer, &mut reader, &sync, SYNC_GROUP_VERSION).await?;
+    ClientError::check("syncing the group", synced.error_code)?;
     let mut bytes = synced.assignment.clone();
-    let assignment = ConsumerProtocolAssignment::decode(&mut bytes, 0)
-        .map_err(|e| ClusterError::Protocol(format!("decoding the assignment: {e}")))?;
+    let assignment =
+        ConsumerProtocolAssignment::decode(&mut bytes, 0).map_err(|e| GroupError::Metadata {
+            what: "decoding the assignment",
+            reason: e.to_string(),
+        })?;
     let mut assigned: Vec<i32> = assignment
         .assigned_partitions
         .iter()
@@ -158,18 +179,19 @@ pub async fn join(
 pub async fn committed(
     membership: &Membership,
     topic: &str,
-) -> Result<BTreeMap<i32, i64>, ClusterError> {
-    let (mut writer, mut reader) = wire::connect(&membership.coordinator).await?;
+) -> Result<BTreeMap<i32, i64>, GroupError> {
+    let (mut writer, mut reader) = connection::connect(&membership.coordinator, CLIENT_ID).await?;
     let mut request = OffsetFetchRequest::default();
     request.group_id = GroupId(StrBytes::from_string(membership.group.clone()));
     request.topics = Some(vec![OffsetFetchRequestTopic::default()
         .with_name(TopicName(StrBytes::from_string(topic.to_string())))
         .with_partition_indexes(membership.partitions.clone())]);
-    let response = wire::call(&mut writer, &mut reader, &request, OFFSET_FETCH_VERSION).await?;
-    check("fetching committed offsets", response.error_code)?;
+    let response =
+        connection::call(&mut writer, &mut reader, &request, OFFSET_FETCH_VERSION).await?;
+    ClientError::check("fetching committed offsets", response.error_code)?;
     let mut offsets = BTreeMap::new();
     for partition in response.topics.iter().flat_map(|t| &t.partitions) {
-        check("fetching a committed offset", partition.error_code)?;
+        ClientError::check("fetching a committed offset", partition.error_code)?;
         if partition.committed_offset >= 0 {
             offsets.insert(partition.partition_index, partition.committed_offset);
         }
@@ -239,8 +261,8 @@ async fn keep(
     interval: Duration,
     stop: &AtomicBool,
     stats: &SessionStats,
-) -> Result<(), ClusterError> {
-    let (mut writer, mut reader) = wire::connect(&membership.coordinator).await?;
+) -> Result<(), GroupError> {
+    let (mut writer, mut reader) = connection::connect(&membership.coordinator, CLIENT_ID).await?;
     let group = GroupId(StrBytes::from_string(membership.group.clone()));
     let member = StrBytes::from_string(membership.member_id.clone());
     let topic = TopicName(StrBytes::from_string(topic.to_string()));
@@ -252,8 +274,9 @@ async fn keep(
             heartbeat.group_id = group.clone();
             heartbeat.generation_id = membership.generation;
             heartbeat.member_id = member.clone();
-            let beat = wire::call(&mut writer, &mut reader, &heartbeat, HEARTBEAT_VERSION).await?;
-            check(
+            let beat =
+                connection::call(&mut writer, &mut reader, &heartbeat, HEARTBEAT_VERSION).await?;
+            ClientError::check(
                 "heartbeat (loadgen does not follow rebalances)",
                 beat.error_code,
             )?;
@@ -279,10 +302,10 @@ async fn keep(
                 .with_partitions(partitions.clone())];
             let sent = now_ns();
             let response =
-                wire::call(&mut writer, &mut reader, &commit, OFFSET_COMMIT_VERSION).await?;
+                connection::call(&mut writer, &mut reader, &commit, OFFSET_COMMIT_VERSION).await?;
             let took = now_ns().saturating_sub(sent);
             for p in response.topics.iter().flat_map(|t| &t.partitions) {
-                check("committing offsets", p.error_code)?;
+                ClientError::check("committing offsets", p.error_code)?;
             }
             stats.commits.fetch_add(1, Ordering::Relaxed);
             stats.commit_ns_max.fetch_max(took, Ordering::Relaxed);
@@ -301,8 +324,8 @@ async fn keep(
     let mut leave = LeaveGroupRequest::default();
     leave.group_id = group;
     leave.members = vec![MemberIdentity::default().with_member_id(member)];
-    let left = wire::call(&mut writer, &mut reader, &leave, LEAVE_GROUP_VERSION).await?;
-    check("leaving the group", left.error_code)
+    let left = connection::call(&mut writer, &mut reader, &leave, LEAVE_GROUP_VERSION).await?;
+    Ok(ClientError::check("leaving the group", left.error_code)?)
 }
 
 #[cfg(test)]

@@ -5,26 +5,26 @@
 //! connection) and write HdrHistogram interval logs, percentile distributions and
 //! `summary.json` into `--out`; `compare` lays recorded runs side by side.
 //!
-//! Modules: `options` (the workload), `cluster` (set-up calls), `plan` (who does what),
-//! `producer` / `consumer` (the streams), `group` (consumer-group membership), `record_batch` (RecordBatch v2 encoding and
-//! walking), `wire` (pipelined connection), `stats` / `report` / `results` (measuring
-//! and writing), `compare`, `run` (the whole run), `control` (state shared by cores).
+//! Modules: `options` (the workload), `plan` and `assign` (who does what), `producer` /
+//! `consumer` (the streams), `payload` (what a message value carries), `group`
+//! (consumer-group membership), `stats` / `report` / `results` (measuring and writing),
+//! `compare`, `run` (the whole run), `control` (state shared by cores). The Kafka wire —
+//! connections, framing, record batches, metadata discovery — is the `weir_client` crate.
 
+mod assign;
 mod clock;
-mod cluster;
 mod compare;
 mod consumer;
 mod control;
 mod group;
 mod options;
+mod payload;
 mod plan;
 mod producer;
-mod record_batch;
 mod report;
 mod results;
 mod run;
 mod stats;
-mod wire;
 
 use std::process::ExitCode;
 

@@ -4,6 +4,7 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
+use weir_client::units::parse_duration;
 
 /// What a run does and how hard it pushes.
 #[derive(Args, Debug, Clone, Serialize)]
@@ -170,47 +171,10 @@ impl Workload {
     }
 }
 
-/// Parses `250ms`, `30s`, `2m`, `1h`, `1500us` or `0`; a bare number other than 0 is
-/// refused rather than guessed (weir's own flags read it as milliseconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration (e.g. 500ms, 30s, 2m)"))?;
-    let seconds = match unit {
-        "" if number == 0.0 => 0.0,
-        "" => return Err(format!("`{text}` needs a unit (us, ms, s, m, h)")),
-        "s" => number,
-        "ms" => number / 1e3,
-        "us" => number / 1e6,
-        "m" => number * 60.0,
-        "h" => number * 3600.0,
-        _ => return Err(format!("`{text}`: unknown unit `{unit}` (us, ms, s, m, h)")),
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("`{text}`: {e}"))
-}
-
-/// Parses `0`, `0,2`, `1-3` into a core list.
+/// Parses `0`, `0,2`, `1-3` into a sorted core list without repeats (the shared parser,
+/// `weir_client::units::parse_cores`, keeps the order written; loadgen's list is a set).
 pub fn parse_cores(text: &str) -> Result<CoreList, String> {
-    let mut cores = Vec::new();
-    for part in text.split(',').map(str::trim) {
-        let bad = || format!("`{part}` is not a core or a range of cores");
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) =
-                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                if a > b {
-                    return Err(bad());
-                }
-                cores.extend(a..=b);
-            }
-            None => cores.push(part.parse().map_err(|_| bad())?),
-        }
-    }
+    let mut cores = weir_client::units::parse_cores(text).map_err(|e| e.to_string())?;
     cores.sort_unstable();
     cores.dedup();
     if cores.is_empty() {
@@ -233,17 +197,6 @@ fn as_seconds_opt<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S:
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert!(parse_duration("15").is_err());
-        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("-1s").is_err());
-    }
 
     #[test]
     fn cores_parse_lists_and_ranges() {

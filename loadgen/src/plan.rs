@@ -4,24 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::{cluster::Topology, consumer::FetchStream, producer::ProduceStream};
+use weir_client::metadata::Topology;
 
-/// The partitions client `client` of `clients` uses: every `clients`-th one, or, with
-/// more clients than partitions, one partition shared with other clients.
-pub fn partitions_of(partitions: &[i32], client: usize, clients: usize) -> Vec<i32> {
-    if partitions.is_empty() {
-        return Vec::new();
-    }
-    if clients > partitions.len() {
-        return vec![partitions[client % partitions.len()]];
-    }
-    partitions
-        .iter()
-        .skip(client)
-        .step_by(clients)
-        .copied()
-        .collect()
-}
+use crate::{assign::partitions_of, consumer::FetchStream, producer::ProduceStream};
 
 fn by_leader(topology: &Topology, partitions: Vec<i32>) -> BTreeMap<String, Vec<i32>> {
     let mut grouped: BTreeMap<String, Vec<i32>> = BTreeMap::new();

@@ -21,13 +21,17 @@ use kafka_protocol::{
     },
 };
 
+use weir_client::{
+    connection::{self, ResponseReader},
+    record_batch::BatchBuilder,
+};
+
 use crate::{
     clock::{instant_at, now_ns},
     control::Control,
     options::Acks,
-    record_batch::{filler, BatchBuilder},
+    payload::{filler, push_payload},
     stats::{CoreStats, Metric},
-    wire::{self, ResponseReader},
 };
 
 /// The Produce version loadgen speaks (Kafka 2.1+).
@@ -109,7 +113,7 @@ async fn produce(
     control: &Arc<Control>,
     stats: &Rc<RefCell<CoreStats>>,
 ) -> Result<(), String> {
-    let (mut writer, reader) = wire::connect(&stream.leader)
+    let (mut writer, reader) = connection::connect(&stream.leader, "loadgen")
         .await
         .map_err(|e| format!("producer {}: {e}", stream.id))?;
     let slots = Rc::new(Semaphore::new(config.max_in_flight));
@@ -282,7 +286,8 @@ impl<'a> Accumulator<'a> {
                 send_ns: Vec::with_capacity(batch_bytes / message_bytes + 1),
                 opened_ns: send_ns,
             });
-            batch.builder.push_payload(
+            push_payload(
+                &mut batch.builder,
                 timestamp_ms,
                 message_bytes,
                 send_ns,

@@ -13,9 +13,10 @@ use anyhow::{anyhow, Context};
 use glommio::{LocalExecutorBuilder, Placement};
 use kafka_protocol::{messages::TopicName, protocol::StrBytes};
 
+use weir_client::metadata;
+
 use crate::{
     clock::now_ns,
-    cluster,
     consumer::{self, ConsumerConfig, FetchStream},
     control::Control,
     group::{self, Membership, Positions, SessionStats},
@@ -305,7 +306,7 @@ fn start_session(
     })
 }
 
-type SetUp = (cluster::Topology, BTreeMap<i32, i64>, Option<Membership>);
+type SetUp = (metadata::Topology, BTreeMap<i32, i64>, Option<Membership>);
 
 fn set_up(mode: Mode, workload: &Workload) -> anyhow::Result<SetUp> {
     let bootstrap = workload.bootstrap.clone();
@@ -319,9 +320,9 @@ fn set_up(mode: Mode, workload: &Workload) -> anyhow::Result<SetUp> {
     LocalExecutorBuilder::new(Placement::Unbound)
         .name("loadgen-setup")
         .spawn(move || async move {
-            let topology = cluster::discover(&bootstrap, &topic, partitions).await?;
+            let topology = metadata::discover(&bootstrap, &topic, partitions, "loadgen").await?;
             let mut offsets = if consumes {
-                cluster::offsets(&topology, latest).await?
+                metadata::offsets(&topology, latest, "loadgen").await?
             } else {
                 Default::default()
             };
@@ -337,7 +338,7 @@ fn set_up(mode: Mode, workload: &Workload) -> anyhow::Result<SetUp> {
                 }
                 None => None,
             };
-            Ok::<_, cluster::ClusterError>((topology, offsets, membership))
+            Ok::<_, anyhow::Error>((topology, offsets, membership))
         })
         .map_err(|e| anyhow!("starting the set-up executor: {e}"))?
         .join()

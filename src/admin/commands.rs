@@ -18,14 +18,17 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use super::wire::{Connection, WireError};
+use weir_client::{blocking::Connection, ClientError};
+
+/// The client id the admin commands' requests carry.
+const CLIENT_ID: &str = "weir-admin";
 
 /// Why an admin command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
     /// Talking to the broker failed.
     #[error(transparent)]
-    Wire(#[from] WireError),
+    Wire(#[from] ClientError),
     /// The broker answered with an error.
     #[error("{what}: {error}")]
     Kafka {
@@ -80,7 +83,7 @@ impl Admin {
     /// Connects to `bootstrap` and learns the brokers.
     pub fn connect(bootstrap: &str) -> Result<Admin> {
         let mut admin = Admin {
-            bootstrap: Connection::open(bootstrap)?,
+            bootstrap: Connection::open(bootstrap, CLIENT_ID)?,
             brokers: BTreeMap::new(),
             connections: HashMap::new(),
         };
@@ -98,7 +101,7 @@ impl Admin {
             let addr = self.brokers.get(&id).ok_or_else(|| {
                 AdminError::Refused(format!("broker {id} is not in the cluster metadata"))
             })?;
-            let c = Connection::open(addr)?;
+            let c = Connection::open(addr, CLIENT_ID)?;
             self.connections.insert(id, c);
         }
         Ok(self.connections.get_mut(&id).expect("inserted"))

@@ -1,5 +1,5 @@
 //! `weir topics …` and `weir groups …`: operator commands that speak the Kafka protocol
-//! to a running broker, as Kafka's own tools do. Blocking, one request at a time.
+//! to a running broker, as Kafka's own tools do. Blocking, one request at a time, over
+//! `weir_client::blocking`.
 
 pub mod commands;
-pub mod wire;

@@ -904,11 +904,11 @@ mod tests {
     use super::*;
     use crate::storage::{
         failpoint,
-        record_batch::build_batch,
         shard_storage::ShardStorageConfig,
         test_support::{run, test_dir},
         Clock, FlushConfig,
     };
+    use weir_client::record_batch::build_batch;
 
     /// Shard storage in `dir` that flushes as soon as it can.
     async fn start_storage(dir: &Path) -> ShardStorage {
@@ -996,7 +996,16 @@ mod tests {
     }
 
     fn idempotent(seq: i32, epoch: i16) -> ProducePayload {
-        let b = crate::storage::record_batch::build_idempotent_batch(3, b"idem", 0, 7, epoch, seq);
+        let b = weir_client::record_batch::build_idempotent_batch(
+            3,
+            b"idem",
+            0,
+            weir_client::record_batch::Producer {
+                id: 7,
+                epoch,
+                base_sequence: seq,
+            },
+        );
         ProducePayload::validate(Bytes::from(b), 1 << 20).expect("valid")
     }
 

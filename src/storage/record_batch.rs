@@ -7,7 +7,8 @@
 //! What passes is stored exactly as sent, except for the two header fields that lie
 //! outside the CRC and belong to the broker: `baseOffset` and `partitionLeaderEpoch`.
 //!
-//! Layout of the header (all integers big-endian), as in Kafka's `DefaultRecordBatch`:
+//! Layout of the header (all integers big-endian), as in Kafka's `DefaultRecordBatch`
+//! (the field positions come from `weir_client::record_batch`, shared with the clients):
 //!
 //! ```text
 //! 0  baseOffset            i64   rewritten by the broker
@@ -30,28 +31,15 @@ use bytes::Bytes;
 
 use super::Offset;
 
-/// Size of the fixed RecordBatch v2 header, up to and including `recordCount`.
-pub const HEADER_BYTES: usize = 61;
-/// Bytes that precede the length-counted part of a batch (`baseOffset` + `batchLength`).
-pub const LOG_OVERHEAD_BYTES: usize = 12;
-/// The only record batch format weir accepts.
-pub const MAGIC_V2: i8 = 2;
+use weir_client::record_batch::{
+    ATTRIBUTES_AT, BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, BATCH_LENGTH_AT, CRC_AT, CRC_COVERED_FROM,
+    LAST_OFFSET_DELTA_AT, LEADER_EPOCH_AT, MAGIC_AT, MAX_TIMESTAMP_AT, PRODUCER_EPOCH_AT,
+    PRODUCER_ID_AT, RECORD_COUNT_AT,
+};
+pub use weir_client::record_batch::{HEADER_BYTES, LOG_OVERHEAD_BYTES, MAGIC_V2};
+
 /// Bytes at the start of a batch that the broker rewrites before storing it.
 pub const REWRITTEN_PREFIX_BYTES: usize = 16;
-
-const BATCH_LENGTH_AT: usize = 8;
-const LEADER_EPOCH_AT: usize = 12;
-const MAGIC_AT: usize = 16;
-const CRC_AT: usize = 17;
-const CRC_COVERED_FROM: usize = 21;
-const ATTRIBUTES_AT: usize = 21;
-const LAST_OFFSET_DELTA_AT: usize = 23;
-const BASE_TIMESTAMP_AT: usize = 27;
-const MAX_TIMESTAMP_AT: usize = 35;
-const PRODUCER_ID_AT: usize = 43;
-const PRODUCER_EPOCH_AT: usize = 51;
-const BASE_SEQUENCE_AT: usize = 53;
-const RECORD_COUNT_AT: usize = 57;
 
 const _: () = assert!(RECORD_COUNT_AT + 4 == HEADER_BYTES);
 const _: () = assert!(LEADER_EPOCH_AT + 4 == REWRITTEN_PREFIX_BYTES);
@@ -404,76 +392,10 @@ impl ProducePayload {
     }
 }
 
-/// Computes the CRC-32C a batch must carry and writes it into the header. Used by tests,
-/// benches and the load generator to build valid batches; the broker never re-signs.
-pub fn seal_crc(batch: &mut [u8]) {
-    let crc = crc32c::crc32c(&batch[CRC_COVERED_FROM..]);
-    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-}
-
-/// Builds an uncompressed RecordBatch v2 holding `record_count` records whose values
-/// are `value`, with timestamps starting at `base_timestamp_ms` and one millisecond
-/// apart. Fields the broker does not look at are set as a non-idempotent producer
-/// would set them.
-pub fn build_batch(record_count: u32, value: &[u8], base_timestamp_ms: i64) -> Vec<u8> {
-    build_idempotent_batch(record_count, value, base_timestamp_ms, -1, -1, -1)
-}
-
-/// [`build_batch`] for an idempotent producer: stamps `producer_id`, `producer_epoch`
-/// and `base_sequence` (all -1 for a plain producer).
-pub fn build_idempotent_batch(
-    record_count: u32,
-    value: &[u8],
-    base_timestamp_ms: i64,
-    producer_id: i64,
-    producer_epoch: i16,
-    base_sequence: i32,
-) -> Vec<u8> {
-    assert!(record_count > 0, "a batch holds at least one record");
-    let mut records = Vec::with_capacity(record_count as usize * (value.len() + 16));
-    for i in 0..record_count {
-        let mut body = Vec::with_capacity(value.len() + 12);
-        body.push(0); // attributes
-        put_varint(&mut body, i64::from(i)); // timestamp delta
-        put_varint(&mut body, i64::from(i)); // offset delta
-        put_varint(&mut body, -1); // null key
-        put_varint(&mut body, value.len() as i64);
-        body.extend_from_slice(value);
-        put_varint(&mut body, 0); // no headers
-        put_varint(&mut records, body.len() as i64);
-        records.extend_from_slice(&body);
-    }
-    let total = HEADER_BYTES + records.len();
-    let mut b = Vec::with_capacity(total);
-    b.extend_from_slice(&0i64.to_be_bytes());
-    b.extend_from_slice(&((total - LOG_OVERHEAD_BYTES) as i32).to_be_bytes());
-    b.extend_from_slice(&(-1i32).to_be_bytes());
-    b.push(MAGIC_V2 as u8);
-    b.extend_from_slice(&0u32.to_be_bytes());
-    b.extend_from_slice(&0i16.to_be_bytes());
-    b.extend_from_slice(&((record_count - 1) as i32).to_be_bytes());
-    b.extend_from_slice(&base_timestamp_ms.to_be_bytes());
-    b.extend_from_slice(&(base_timestamp_ms + i64::from(record_count) - 1).to_be_bytes());
-    b.extend_from_slice(&producer_id.to_be_bytes());
-    b.extend_from_slice(&producer_epoch.to_be_bytes());
-    b.extend_from_slice(&base_sequence.to_be_bytes());
-    b.extend_from_slice(&(record_count as i32).to_be_bytes());
-    b.extend_from_slice(&records);
-    seal_crc(&mut b);
-    b
-}
-
-fn put_varint(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    while z >= 0x80 {
-        out.push((z as u8) | 0x80);
-        z >>= 7;
-    }
-    out.push(z as u8);
-}
-
 #[cfg(test)]
 mod tests {
+    use weir_client::record_batch::{build_batch, seal_crc};
+
     use super::*;
 
     fn batch(count: u32) -> Bytes {

@@ -359,10 +359,11 @@ impl Segment {
 mod tests {
     use super::*;
     use crate::storage::{
-        record_batch::{build_batch, ProducePayload},
+        record_batch::ProducePayload,
         segment_index::OffsetEntry,
         test_support::{run, test_dir},
     };
+    use weir_client::record_batch::build_batch;
 
     fn config() -> LogConfig {
         LogConfig {

@@ -161,11 +161,11 @@ mod tests {
     use super::*;
     use crate::storage::{
         config::FileGrowth,
-        record_batch::build_batch,
         segment::open_dma,
         segment_appender::SegmentAppender,
         test_support::{run, test_dir},
     };
+    use weir_client::record_batch::build_batch;
 
     /// Writes ten batches (offsets 0..30) to a file; returns the file and the bytes.
     async fn written(path: &std::path::Path) -> (Rc<DmaFile>, Vec<u8>, Rc<BatchCache>, SegmentKey) {

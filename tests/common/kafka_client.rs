@@ -1,22 +1,18 @@
-//! A minimal blocking Kafka client for tests: encodes a request with kafka-protocol,
-//! sends it on a plain TCP stream and decodes the response.
+//! Test shorthands over `weir_client`'s blocking client: calls that panic on failure,
+//! raw streams for tests that also send malformed bytes, and one-line produce, fetch
+//! and create calls.
 
-use std::{
-    io::{Read, Write},
-    net::TcpStream,
-    time::Duration,
-};
+use std::{io::Read, net::TcpStream, time::Duration};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::{
     messages::{
         create_topics_request::CreatableTopic,
         fetch_request::{FetchPartition, FetchTopic},
         produce_request::{PartitionProduceData, TopicProduceData},
-        CreateTopicsRequest, FetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
-        TopicName,
+        CreateTopicsRequest, FetchRequest, ProduceRequest, TopicName,
     },
-    protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes},
+    protocol::{Request, StrBytes},
 };
 
 /// Connects with a read timeout so a broker that never answers fails the test.
@@ -27,37 +23,21 @@ pub fn connect(port: u16) -> TcpStream {
     s
 }
 
+/// The correlation id every test request carries.
+const CORRELATION_ID: i32 = 42;
+
 /// One request as it goes on the wire (length prefix included), correlation id 42.
 pub fn frame<R: Request>(request: &R, version: i16) -> Vec<u8> {
-    let mut header = RequestHeader::default();
-    header.request_api_key = R::KEY;
-    header.request_api_version = version;
-    header.correlation_id = 42;
-    header.client_id = Some(StrBytes::from_static_str("weir-test"));
-    let mut body = BytesMut::new();
-    header
-        .encode(&mut body, R::header_version(version))
-        .expect("encode header");
-    request.encode(&mut body, version).expect("encode request");
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    frame
+    let mut out = BytesMut::new();
+    weir_client::frame::encode_request(&mut out, request, version, CORRELATION_ID, "weir-test")
+        .expect("encode request");
+    out.to_vec()
 }
 
 /// Sends `request` at `version` and returns its response.
 pub fn call<R: Request>(stream: &mut TcpStream, request: &R, version: i16) -> R::Response {
-    stream.write_all(&frame(request, version)).expect("send");
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).expect("response length");
-    let mut response = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut response).expect("response");
-    let mut buf = bytes::Bytes::from(response);
-    let header = ResponseHeader::decode(&mut buf, R::Response::header_version(version))
-        .expect("response header");
-    assert_eq!(header.correlation_id, 42);
-    let decoded = R::Response::decode(&mut buf, version).expect("decode response");
-    assert_eq!(buf.remaining(), 0, "response fully decoded");
-    decoded
+    weir_client::blocking::call_on(stream, request, version, CORRELATION_ID, "weir-test")
+        .expect("call")
 }
 
 /// True once the broker has closed `stream` (reads return end of file or an error).

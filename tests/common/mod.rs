@@ -16,10 +16,10 @@ use std::{future::Future, path::Path, time::Duration};
 use bytes::Bytes;
 use glommio::{LocalExecutorBuilder, Placement};
 use weir::storage::{
-    record_batch::{build_batch, BatchHeader},
-    Clock, FlushConfig, FlushMode, LogConfig, Offset, PartitionLog, ProducePayload, ShardStorage,
-    ShardStorageConfig,
+    record_batch::BatchHeader, Clock, FlushConfig, FlushMode, LogConfig, Offset, PartitionLog,
+    ProducePayload, ShardStorage, ShardStorageConfig,
 };
+use weir_client::record_batch::build_batch;
 
 /// Runs `fut` on a fresh glommio executor on this thread.
 pub fn run<T: 'static>(fut: impl Future<Output = T> + 'static) -> T {

@@ -1,5 +1,5 @@
-//! Set-up calls: find the topic's partitions and their leaders (creating the topic if it
-//! is missing) and the offsets consumers start from.
+//! Finding a topic's partitions and their leaders (creating the topic if it is missing)
+//! and the offsets each partition's log starts or ends at.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -14,37 +14,19 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::wire::{self, WireError};
+use crate::{
+    connection::{self, RequestWriter, ResponseReader},
+    ClientError, Result,
+};
 
 const METADATA_VERSION: i16 = 4;
 const CREATE_TOPICS_VERSION: i16 = 4;
 const LIST_OFFSETS_VERSION: i16 = 2;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const TOPIC_ALREADY_EXISTS: i16 = 36;
+/// How often discovery asks before it gives up on partitions without a leader.
+const ATTEMPTS_MAX: u32 = 100;
+const ATTEMPT_PAUSE: Duration = Duration::from_millis(100);
 
-/// Why set-up failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    /// A connection failed.
-    #[error(transparent)]
-    Wire(#[from] WireError),
-    /// The broker answered with an error.
-    #[error("{what}: {code:?}")]
-    Kafka {
-        /// The call.
-        what: String,
-        /// Kafka's error.
-        code: ResponseError,
-    },
-    /// The topic did not get leaders for every partition in time.
-    #[error("topic {0} has partitions without a leader after 10 s")]
-    NoLeader(String),
-    /// Group metadata (subscription or assignment) could not be encoded or decoded.
-    #[error("{0}")]
-    Protocol(String),
-}
-
-/// The topic as the cluster reports it.
+/// A topic as the cluster reports it.
 #[derive(Debug, Clone)]
 pub struct Topology {
     /// The topic's name.
@@ -53,35 +35,25 @@ pub struct Topology {
     pub leaders: BTreeMap<i32, String>,
 }
 
-/// `Err` with Kafka's error when `code` is one, for the call named `what`.
-pub fn check(what: &str, code: i16) -> Result<(), ClusterError> {
-    kafka_error(what, code).map_or(Ok(()), Err)
-}
-
-fn kafka_error(what: impl Into<String>, code: i16) -> Option<ClusterError> {
-    ResponseError::try_from_code(code).map(|code| ClusterError::Kafka {
-        what: what.into(),
-        code,
-    })
-}
-
 /// Asks `bootstrap` for `topic`, creating it with `partitions` partitions if it does not
-/// exist, and waits until every partition has a leader.
+/// exist, and waits (up to 10 s) until every partition has a leader.
 pub async fn discover(
     bootstrap: &str,
     topic: &str,
     partitions: u32,
-) -> Result<Topology, ClusterError> {
-    let (mut writer, mut reader) = wire::connect(bootstrap).await?;
+    client_id: &'static str,
+) -> Result<Topology> {
+    let (mut writer, mut reader) = connection::connect(bootstrap, client_id).await?;
     let name = TopicName(StrBytes::from_string(topic.to_string()));
     let mut created = false;
-    for _ in 0..100 {
+    for _ in 0..ATTEMPTS_MAX {
         let mut request = MetadataRequest::default();
         request.topics = Some(vec![
             MetadataRequestTopic::default().with_name(Some(name.clone()))
         ]);
         request.allow_auto_topic_creation = false;
-        let response = wire::call(&mut writer, &mut reader, &request, METADATA_VERSION).await?;
+        let response =
+            connection::call(&mut writer, &mut reader, &request, METADATA_VERSION).await?;
         let brokers: BTreeMap<BrokerId, String> = response
             .brokers
             .iter()
@@ -92,17 +64,16 @@ pub async fn discover(
             .iter()
             .find(|t| t.name.as_ref() == Some(&name))
         else {
-            return Err(ClusterError::NoLeader(topic.to_string()));
+            return Err(ClientError::NoLeader(topic.to_string()));
         };
-        if found.error_code == UNKNOWN_TOPIC_OR_PARTITION && !created {
+        let unknown = found.error_code == ResponseError::UnknownTopicOrPartition.code();
+        if unknown && !created {
             create(&mut writer, &mut reader, &name, partitions).await?;
             created = true;
             continue;
         }
-        if found.error_code != UNKNOWN_TOPIC_OR_PARTITION {
-            if let Some(error) = kafka_error(format!("metadata for {topic}"), found.error_code) {
-                return Err(error);
-            }
+        if !unknown {
+            ClientError::check(format!("metadata for {topic}"), found.error_code)?;
             let leaders: BTreeMap<i32, String> = found
                 .partitions
                 .iter()
@@ -115,32 +86,30 @@ pub async fn discover(
                 });
             }
         }
-        glommio::timer::sleep(Duration::from_millis(100)).await;
+        glommio::timer::sleep(ATTEMPT_PAUSE).await;
     }
-    Err(ClusterError::NoLeader(topic.to_string()))
+    Err(ClientError::NoLeader(topic.to_string()))
 }
 
 async fn create(
-    writer: &mut wire::RequestWriter,
-    reader: &mut wire::ResponseReader,
+    writer: &mut RequestWriter,
+    reader: &mut ResponseReader,
     name: &TopicName,
     partitions: u32,
-) -> Result<(), ClusterError> {
+) -> Result<()> {
     let mut request = CreateTopicsRequest::default();
     request.timeout_ms = 10_000;
     request.topics = vec![CreatableTopic::default()
         .with_name(name.clone())
         .with_num_partitions(partitions as i32)
         .with_replication_factor(1)];
-    let response = wire::call(writer, reader, &request, CREATE_TOPICS_VERSION).await?;
+    let response = connection::call(writer, reader, &request, CREATE_TOPICS_VERSION).await?;
     for result in &response.topics {
-        if result.error_code != TOPIC_ALREADY_EXISTS {
-            if let Some(error) = kafka_error(
+        if result.error_code != ResponseError::TopicAlreadyExists.code() {
+            ClientError::check(
                 format!("creating topic {}", name.as_str()),
                 result.error_code,
-            ) {
-                return Err(error);
-            }
+            )?;
         }
     }
     Ok(())
@@ -151,7 +120,8 @@ async fn create(
 pub async fn offsets(
     topology: &Topology,
     latest: bool,
-) -> Result<BTreeMap<i32, i64>, ClusterError> {
+    client_id: &'static str,
+) -> Result<BTreeMap<i32, i64>> {
     let mut by_leader: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for (&partition, leader) in &topology.leaders {
         by_leader.entry(leader).or_default().push(partition);
@@ -159,7 +129,7 @@ pub async fn offsets(
     let name = TopicName(StrBytes::from_string(topology.topic.clone()));
     let mut offsets = BTreeMap::new();
     for (leader, partitions) in by_leader {
-        let (mut writer, mut reader) = wire::connect(leader).await?;
+        let (mut writer, mut reader) = connection::connect(leader, client_id).await?;
         let mut request = ListOffsetsRequest::default();
         request.replica_id = BrokerId(-1);
         request.topics = vec![ListOffsetsTopic::default()
@@ -174,17 +144,16 @@ pub async fn offsets(
                     })
                     .collect(),
             )];
-        let response = wire::call(&mut writer, &mut reader, &request, LIST_OFFSETS_VERSION).await?;
+        let response =
+            connection::call(&mut writer, &mut reader, &request, LIST_OFFSETS_VERSION).await?;
         for partition in response.topics.iter().flat_map(|t| &t.partitions) {
-            if let Some(error) = kafka_error(
+            ClientError::check(
                 format!(
                     "offsets of {}/{}",
                     topology.topic, partition.partition_index
                 ),
                 partition.error_code,
-            ) {
-                return Err(error);
-            }
+            )?;
             offsets.insert(partition.partition_index, partition.offset);
         }
     }

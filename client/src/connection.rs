@@ -1,0 +1,126 @@
+//! A pipelined Kafka connection on glommio: one task writes requests through a
+//! [`RequestWriter`] while another reads the answers, in order, through a
+//! [`ResponseReader`], so several requests can be in flight.
+//!
+//! Kafka answers the requests of one connection in the order they were sent; the reader
+//! checks each response's correlation id against the one its caller expects, and bounds
+//! every response's length before allocating for it. A connection that failed is not
+//! repaired: its owner drops both halves and calls [`connect`] again (a long-lived user,
+//! such as a follower fetching from its leader, reconnects the same way after the
+//! broker restarts).
+
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use futures_lite::{
+    io::{split, BufReader, ReadHalf, WriteHalf},
+    AsyncReadExt, AsyncWriteExt,
+};
+use glommio::net::TcpStream;
+use kafka_protocol::protocol::Request;
+
+use crate::{
+    frame::{decode_response, encode_request, response_length},
+    ClientError, Result,
+};
+
+/// Bytes buffered per direction.
+const BUFFER_BYTES: usize = 64 << 10;
+
+/// Opens a connection to `addr` (`host:port`) and returns its two halves; requests
+/// carry `client_id`.
+pub async fn connect(
+    addr: &str,
+    client_id: &'static str,
+) -> Result<(RequestWriter, ResponseReader)> {
+    let io = ClientError::io(addr);
+    let stream = TcpStream::connect(addr).await.map_err(|e| io(e.into()))?;
+    stream.set_nodelay(true).map_err(|e| io(e.into()))?;
+    let addr: Rc<str> = Rc::from(addr);
+    let (read, write) = split(stream);
+    Ok((
+        RequestWriter {
+            addr: addr.clone(),
+            half: write,
+            frame: BytesMut::with_capacity(BUFFER_BYTES),
+            correlation_id: 0,
+            client_id,
+        },
+        ResponseReader {
+            addr,
+            half: BufReader::with_capacity(BUFFER_BYTES, read),
+        },
+    ))
+}
+
+/// The sending half: encodes and writes requests.
+pub struct RequestWriter {
+    addr: Rc<str>,
+    half: WriteHalf<TcpStream>,
+    frame: BytesMut,
+    correlation_id: i32,
+    client_id: &'static str,
+}
+
+impl RequestWriter {
+    /// Writes `request` at `version` and returns its correlation id once the whole frame
+    /// is in the socket.
+    pub async fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<i32> {
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        self.frame.clear();
+        encode_request(
+            &mut self.frame,
+            request,
+            version,
+            self.correlation_id,
+            self.client_id,
+        )
+        .map_err(ClientError::frame(&self.addr))?;
+        self.half
+            .write_all(&self.frame)
+            .await
+            .map_err(ClientError::io(&self.addr))?;
+        Ok(self.correlation_id)
+    }
+
+    /// The broker this connection goes to.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+}
+
+/// The receiving half: reads and decodes responses in order.
+pub struct ResponseReader {
+    addr: Rc<str>,
+    half: BufReader<ReadHalf<TcpStream>>,
+}
+
+impl ResponseReader {
+    /// Reads the next response, which must answer request `correlation_id` of type `R`
+    /// sent at `version`.
+    pub async fn receive<R: Request>(
+        &mut self,
+        correlation_id: i32,
+        version: i16,
+    ) -> Result<R::Response> {
+        let io = ClientError::io(&self.addr);
+        let mut prefix = [0u8; 4];
+        self.half.read_exact(&mut prefix).await.map_err(&io)?;
+        let length = response_length(prefix).map_err(ClientError::frame(&self.addr))?;
+        let mut body = BytesMut::zeroed(length);
+        self.half.read_exact(&mut body).await.map_err(&io)?;
+        let body: Bytes = body.freeze();
+        decode_response::<R>(body, correlation_id, version).map_err(ClientError::frame(&self.addr))
+    }
+}
+
+/// Sends one request and waits for its response (for set-up calls, not a hot path).
+pub async fn call<R: Request>(
+    writer: &mut RequestWriter,
+    reader: &mut ResponseReader,
+    request: &R,
+    version: i16,
+) -> Result<R::Response> {
+    let correlation_id = writer.send(request, version).await?;
+    reader.receive::<R>(correlation_id, version).await
+}
