@@ -19,7 +19,7 @@ use common::{
 };
 use kafka_protocol::messages::ApiVersionsRequest;
 use proptest::{prelude::*, test_runner::TestRunner};
-use weir::api::api_versions::SUPPORTED;
+use weir::api::ROUTES;
 
 /// Sends `frame` on a fresh connection and reads whatever comes back, briefly.
 fn poke(port: u16, frame: &[u8]) {
@@ -83,9 +83,9 @@ fn random_and_extreme_requests_never_take_the_broker_down() {
         ..ProptestConfig::default()
     };
     let mut runner = TestRunner::new(config);
-    let apis: Vec<(i16, i16, i16)> = SUPPORTED
+    let apis: Vec<(i16, i16, i16)> = ROUTES
         .iter()
-        .map(|(k, lo, hi)| (*k as i16, *lo, *hi))
+        .map(|r| (r.key as i16, r.version_min, r.version_max))
         .collect();
     let case = (
         0..apis.len(),

@@ -26,10 +26,11 @@ use kafka_protocol::messages::{
     DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest,
     FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
     LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetFetchRequest, ProduceRequest, SyncGroupRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest,
 };
+use kafka_protocol::protocol::Decodable;
 use weir::{
-    api::{decode, decode_body, Request},
+    api::decode,
     net::frame::take_frame,
     storage::{
         record_batch::{check, BatchHeader},
@@ -120,38 +121,21 @@ fn request_seeds() -> Vec<Vec<u8>> {
     seeds
 }
 
-/// Decodes a request's body as its handler would, and a Produce's record batches.
-fn decode_request_body(request: &Request) {
-    match request.key {
-        ApiKey::Produce => {
-            if let Some(produce) = decode_body::<ProduceRequest>(request) {
-                for data in produce.topic_data.iter().flat_map(|t| &t.partition_data) {
-                    if let Some(records) = &data.records {
-                        let _ = ProducePayload::validate(records.clone(), FRAME_BYTES_MAX);
-                    }
-                }
+/// Validates a Produce request's record batches as its handler would (the broker's
+/// decoding has already accepted the body).
+fn validate_produce_batches(frame: &[u8]) {
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let mut body = Bytes::copy_from_slice(frame);
+    let header_version = ApiKey::Produce.request_header_version(version);
+    if RequestHeader::decode(&mut body, header_version).is_err() {
+        return;
+    }
+    if let Ok(produce) = ProduceRequest::decode(&mut body, version) {
+        for data in produce.topic_data.iter().flat_map(|t| &t.partition_data) {
+            if let Some(records) = &data.records {
+                let _ = ProducePayload::validate(records.clone(), FRAME_BYTES_MAX);
             }
         }
-        ApiKey::Fetch => drop(decode_body::<FetchRequest>(request)),
-        ApiKey::ListOffsets => drop(decode_body::<ListOffsetsRequest>(request)),
-        ApiKey::Metadata => drop(decode_body::<MetadataRequest>(request)),
-        ApiKey::ApiVersions => drop(decode_body::<ApiVersionsRequest>(request)),
-        ApiKey::CreateTopics => drop(decode_body::<CreateTopicsRequest>(request)),
-        ApiKey::DeleteTopics => drop(decode_body::<DeleteTopicsRequest>(request)),
-        ApiKey::InitProducerId => drop(decode_body::<InitProducerIdRequest>(request)),
-        ApiKey::DescribeConfigs => drop(decode_body::<DescribeConfigsRequest>(request)),
-        ApiKey::DescribeCluster => drop(decode_body::<DescribeClusterRequest>(request)),
-        ApiKey::FindCoordinator => drop(decode_body::<FindCoordinatorRequest>(request)),
-        ApiKey::JoinGroup => drop(decode_body::<JoinGroupRequest>(request)),
-        ApiKey::SyncGroup => drop(decode_body::<SyncGroupRequest>(request)),
-        ApiKey::Heartbeat => drop(decode_body::<HeartbeatRequest>(request)),
-        ApiKey::LeaveGroup => drop(decode_body::<LeaveGroupRequest>(request)),
-        ApiKey::OffsetCommit => drop(decode_body::<OffsetCommitRequest>(request)),
-        ApiKey::OffsetFetch => drop(decode_body::<OffsetFetchRequest>(request)),
-        ApiKey::ListGroups => drop(decode_body::<ListGroupsRequest>(request)),
-        ApiKey::DescribeGroups => drop(decode_body::<DescribeGroupsRequest>(request)),
-        ApiKey::DeleteGroups => drop(decode_body::<DeleteGroupsRequest>(request)),
-        _ => {}
     }
 }
 
@@ -173,8 +157,12 @@ fn request_framing_and_decoding() {
             while let Ok(Some(payload)) = take_frame(&mut buf, FRAME_BYTES_MAX) {
                 assert!(payload.len() <= FRAME_BYTES_MAX);
                 assert!(buf.len() + payload.len() + 4 <= before);
-                if let Ok(request) = decode(payload.freeze()) {
-                    decode_request_body(&request);
+                // The broker's decoding: header, then body by the API's handler.
+                let frame = payload.freeze();
+                if let Ok(request) = decode(frame.clone()) {
+                    if request.key() == ApiKey::Produce {
+                        validate_produce_batches(&frame);
+                    }
                 }
             }
         }

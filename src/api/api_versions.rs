@@ -1,66 +1,63 @@
-//! ApiVersions: which APIs and versions this broker implements. The table below is
-//! the single place that says so; `decode` refuses anything outside it.
+//! ApiVersions: which APIs and versions this broker serves, read from the one table of
+//! them, [`super::ROUTES`].
+
+use std::rc::Rc;
 
 use bytes::Bytes;
 use kafka_protocol::{
-    messages::{api_versions_response::ApiVersion, ApiKey, ApiVersionsResponse},
+    messages::{api_versions_response::ApiVersion, ApiVersionsRequest, ApiVersionsResponse},
+    protocol::Decodable,
     ResponseError,
 };
 
-use super::{encode, Request};
+use crate::shard::context::ShardContext;
 
-/// Every API this broker serves with its lowest and highest version.
-pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 3, 9),
-    (ApiKey::Fetch, 4, 12),
-    (ApiKey::ListOffsets, 1, 7),
-    (ApiKey::Metadata, 0, 12),
-    (ApiKey::ApiVersions, 0, 3),
-    (ApiKey::CreateTopics, 2, 7),
-    (ApiKey::DeleteTopics, 1, 5),
-    (ApiKey::InitProducerId, 0, 4),
-    (ApiKey::DescribeConfigs, 1, 4),
-    (ApiKey::DescribeCluster, 0, 1),
-    (ApiKey::FindCoordinator, 0, 4),
-    (ApiKey::JoinGroup, 0, 7),
-    (ApiKey::SyncGroup, 0, 5),
-    (ApiKey::Heartbeat, 0, 4),
-    (ApiKey::LeaveGroup, 0, 4),
-    (ApiKey::OffsetCommit, 2, 8),
-    (ApiKey::OffsetFetch, 1, 8),
-    (ApiKey::ListGroups, 0, 4),
-    (ApiKey::DescribeGroups, 0, 5),
-    (ApiKey::DeleteGroups, 0, 2),
-];
+use super::{Call, Handler, Reply, Route, ROUTES};
 
-/// The version range of `key`, if it is served.
-pub fn supported(key: ApiKey) -> Option<(i16, i16)> {
-    SUPPORTED
+/// The highest ApiVersions version served (its entry in [`ROUTES`]).
+fn version_max() -> i16 {
+    ROUTES
         .iter()
-        .find(|(k, _, _)| *k == key)
-        .map(|(_, min, max)| (*min, *max))
+        .find(|r| r.key == kafka_protocol::messages::ApiKey::ApiVersions)
+        .map_or(0, |r: &Route| r.version_max)
 }
 
 /// Answers with the table. A version above ours is answered in v0 with
-/// UNSUPPORTED_VERSION, as Kafka does, so the client can retry with one we know.
-pub fn handle(request: &Request) -> Option<Bytes> {
-    let (_, max) = supported(ApiKey::ApiVersions)?;
-    let mut response = ApiVersionsResponse::default();
-    response.api_keys = SUPPORTED
-        .iter()
-        .map(|(key, min, max)| {
-            let mut v = ApiVersion::default();
-            v.api_key = *key as i16;
-            v.min_version = *min;
-            v.max_version = *max;
-            v
-        })
-        .collect();
-    let version = if request.version() > max {
-        response.error_code = ResponseError::UnsupportedVersion.code();
-        0
-    } else {
-        request.version()
-    };
-    encode(request, version, &response)
+/// UNSUPPORTED_VERSION, as Kafka does, so the client can retry with one we know; its
+/// body, in a format we do not know, is not decoded.
+pub struct ApiVersions;
+
+impl Handler for ApiVersions {
+    type Request = ApiVersionsRequest;
+    type Response = ApiVersionsResponse;
+
+    fn decode(version: i16, mut body: Bytes) -> Result<ApiVersionsRequest, String> {
+        if version > version_max() {
+            return Ok(ApiVersionsRequest::default());
+        }
+        ApiVersionsRequest::decode(&mut body, version).map_err(|e| e.to_string())
+    }
+
+    async fn answer(
+        _ctx: Rc<ShardContext>,
+        call: Call,
+        _request: ApiVersionsRequest,
+    ) -> Reply<ApiVersionsResponse> {
+        let mut response = ApiVersionsResponse::default();
+        response.api_keys = ROUTES
+            .iter()
+            .map(|route| {
+                let mut v = ApiVersion::default();
+                v.api_key = route.key as i16;
+                v.min_version = route.version_min;
+                v.max_version = route.version_max;
+                v
+            })
+            .collect();
+        if call.version() > version_max() {
+            response.error_code = ResponseError::UnsupportedVersion.code();
+            return Reply::RespondAt(0, response);
+        }
+        Reply::Respond(response)
+    }
 }

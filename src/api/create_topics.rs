@@ -1,7 +1,8 @@
 //! CreateTopics: validates each topic and adds it to the persisted registry. Every
 //! partition has one replica, on the shard placement picks for it.
 
-use bytes::Bytes;
+use std::rc::Rc;
+
 use kafka_protocol::{
     messages::{
         create_topics_response::CreatableTopicResult, CreateTopicsRequest, CreateTopicsResponse,
@@ -15,75 +16,86 @@ use crate::{
     shard::context::ShardContext,
 };
 
-use super::{decode_body, encode, Request};
+use super::{Call, Handler, Reply};
 
 /// Most partitions one topic may have.
 pub const PARTITIONS_MAX: i32 = 10_000;
 
 /// Creates the requested topics, each answered with its own error code.
-pub async fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
-    let req: CreateTopicsRequest = decode_body(request)?;
-    let mut response = CreateTopicsResponse::default();
-    for topic in &req.topics {
-        let name = topic.name.0.as_str().to_string();
-        let mut result = CreatableTopicResult::default();
-        result.name = topic.name.clone();
-        let partitions = if topic.num_partitions == -1 {
-            ctx.config.default_partitions as i32
-        } else {
-            topic.num_partitions
-        };
-        let refused = if let Err(why) = topic_name::validate(&name) {
-            Some((ResponseError::InvalidTopicException, why))
-        } else if !topic.assignments.is_empty() {
-            Some((
-                ResponseError::InvalidRequest,
-                "manual replica assignment is not supported".into(),
-            ))
-        } else if !(1..=PARTITIONS_MAX).contains(&partitions) {
-            Some((
-                ResponseError::InvalidPartitions,
-                format!("partitions must be within 1..={PARTITIONS_MAX}, got {partitions}"),
-            ))
-        } else if !(topic.replication_factor == -1 || topic.replication_factor == 1) {
-            Some((
-                ResponseError::InvalidReplicationFactor,
-                format!(
-                    "replication factor {} is more than the 1 broker available",
-                    topic.replication_factor
-                ),
-            ))
-        } else if req.validate_only {
-            None
-        } else {
-            match ctx.registry.create(&name, partitions as u32).await {
-                Ok(info) => {
-                    if request.version() >= 7 {
-                        result.topic_id = uuid::Uuid::from_bytes(info.id);
+pub struct CreateTopics;
+
+impl Handler for CreateTopics {
+    type Request = CreateTopicsRequest;
+    type Response = CreateTopicsResponse;
+
+    async fn answer(
+        ctx: Rc<ShardContext>,
+        call: Call,
+        req: CreateTopicsRequest,
+    ) -> Reply<CreateTopicsResponse> {
+        let ctx: &ShardContext = &ctx;
+        let mut response = CreateTopicsResponse::default();
+        for topic in &req.topics {
+            let name = topic.name.0.as_str().to_string();
+            let mut result = CreatableTopicResult::default();
+            result.name = topic.name.clone();
+            let partitions = if topic.num_partitions == -1 {
+                ctx.config.default_partitions as i32
+            } else {
+                topic.num_partitions
+            };
+            let refused = if let Err(why) = topic_name::validate(&name) {
+                Some((ResponseError::InvalidTopicException, why))
+            } else if !topic.assignments.is_empty() {
+                Some((
+                    ResponseError::InvalidRequest,
+                    "manual replica assignment is not supported".into(),
+                ))
+            } else if !(1..=PARTITIONS_MAX).contains(&partitions) {
+                Some((
+                    ResponseError::InvalidPartitions,
+                    format!("partitions must be within 1..={PARTITIONS_MAX}, got {partitions}"),
+                ))
+            } else if !(topic.replication_factor == -1 || topic.replication_factor == 1) {
+                Some((
+                    ResponseError::InvalidReplicationFactor,
+                    format!(
+                        "replication factor {} is more than the 1 broker available",
+                        topic.replication_factor
+                    ),
+                ))
+            } else if req.validate_only {
+                None
+            } else {
+                match ctx.registry.create(&name, partitions as u32).await {
+                    Ok(info) => {
+                        if call.version() >= 7 {
+                            result.topic_id = uuid::Uuid::from_bytes(info.id);
+                        }
+                        tracing::info!(topic = %name, partitions, "created topic");
+                        None
                     }
-                    tracing::info!(topic = %name, partitions, "created topic");
-                    None
+                    Err(RegistryError::AlreadyExists(_)) => Some((
+                        ResponseError::TopicAlreadyExists,
+                        format!("topic {name} already exists"),
+                    )),
+                    Err(e) => Some((ResponseError::UnknownServerError, e.to_string())),
                 }
-                Err(RegistryError::AlreadyExists(_)) => Some((
-                    ResponseError::TopicAlreadyExists,
-                    format!("topic {name} already exists"),
-                )),
-                Err(e) => Some((ResponseError::UnknownServerError, e.to_string())),
+            };
+            match refused {
+                Some((error, message)) => {
+                    result.error_code = error.code();
+                    result.error_message = Some(StrBytes::from_string(message));
+                }
+                // The partition count and replication factor are in the response from v5.
+                None if call.version() >= 5 => {
+                    result.num_partitions = partitions;
+                    result.replication_factor = 1;
+                }
+                None => {}
             }
-        };
-        match refused {
-            Some((error, message)) => {
-                result.error_code = error.code();
-                result.error_message = Some(StrBytes::from_string(message));
-            }
-            // The partition count and replication factor are in the response from v5.
-            None if request.version() >= 5 => {
-                result.num_partitions = partitions;
-                result.replication_factor = 1;
-            }
-            None => {}
+            response.topics.push(result);
         }
-        response.topics.push(result);
+        Reply::Respond(response)
     }
-    encode(request, request.version(), &response)
 }

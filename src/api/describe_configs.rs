@@ -1,7 +1,8 @@
 //! DescribeConfigs: the settings in force for a topic or a broker, under Kafka's names,
 //! read-only (weir takes its settings from its command line and config file).
 
-use bytes::Bytes;
+use std::rc::Rc;
+
 use kafka_protocol::{
     messages::{
         describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult},
@@ -13,7 +14,7 @@ use kafka_protocol::{
 
 use crate::shard::context::ShardContext;
 
-use super::{decode_body, encode, Request};
+use super::{Call, Handler, Reply};
 
 /// Kafka's resource type for topics.
 const TOPIC: i8 = 2;
@@ -75,50 +76,61 @@ fn broker_settings(ctx: &ShardContext) -> Vec<(&'static str, String)> {
 }
 
 /// Describes each requested resource, each with its own error code.
-pub fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
-    let req: DescribeConfigsRequest = decode_body(request)?;
-    let mut response = DescribeConfigsResponse::default();
-    for resource in &req.resources {
-        let mut result = DescribeConfigsResult::default();
-        result.resource_type = resource.resource_type;
-        result.resource_name = resource.resource_name.clone();
-        let name = resource.resource_name.as_str();
-        let settings = match resource.resource_type {
-            TOPIC if ctx.registry.get(name).is_some() => Some(topic_settings(ctx)),
-            TOPIC => {
-                result.error_code = ResponseError::UnknownTopicOrPartition.code();
-                None
+pub struct DescribeConfigs;
+
+impl Handler for DescribeConfigs {
+    type Request = DescribeConfigsRequest;
+    type Response = DescribeConfigsResponse;
+
+    async fn answer(
+        ctx: Rc<ShardContext>,
+        _call: Call,
+        req: DescribeConfigsRequest,
+    ) -> Reply<DescribeConfigsResponse> {
+        let ctx: &ShardContext = &ctx;
+        let mut response = DescribeConfigsResponse::default();
+        for resource in &req.resources {
+            let mut result = DescribeConfigsResult::default();
+            result.resource_type = resource.resource_type;
+            result.resource_name = resource.resource_name.clone();
+            let name = resource.resource_name.as_str();
+            let settings = match resource.resource_type {
+                TOPIC if ctx.registry.get(name).is_some() => Some(topic_settings(ctx)),
+                TOPIC => {
+                    result.error_code = ResponseError::UnknownTopicOrPartition.code();
+                    None
+                }
+                BROKER
+                    if name.is_empty()
+                        || name.parse::<usize>().is_ok_and(|b| b < ctx.config.shards) =>
+                {
+                    Some(broker_settings(ctx))
+                }
+                _ => {
+                    result.error_code = ResponseError::InvalidRequest.code();
+                    result.error_message = Some(StrBytes::from_string(format!(
+                        "resource type {} named {name:?} is not described",
+                        resource.resource_type
+                    )));
+                    None
+                }
+            };
+            for (key, value) in settings.into_iter().flatten() {
+                let wanted = resource
+                    .configuration_keys
+                    .as_ref()
+                    .is_none_or(|keys| keys.iter().any(|k| k.as_str() == key));
+                if wanted {
+                    let mut c = DescribeConfigsResourceResult::default();
+                    c.name = StrBytes::from_static_str(key);
+                    c.value = Some(StrBytes::from_string(value));
+                    c.read_only = true;
+                    c.config_source = STATIC_BROKER_CONFIG;
+                    result.configs.push(c);
+                }
             }
-            BROKER
-                if name.is_empty()
-                    || name.parse::<usize>().is_ok_and(|b| b < ctx.config.shards) =>
-            {
-                Some(broker_settings(ctx))
-            }
-            _ => {
-                result.error_code = ResponseError::InvalidRequest.code();
-                result.error_message = Some(StrBytes::from_string(format!(
-                    "resource type {} named {name:?} is not described",
-                    resource.resource_type
-                )));
-                None
-            }
-        };
-        for (key, value) in settings.into_iter().flatten() {
-            let wanted = resource
-                .configuration_keys
-                .as_ref()
-                .is_none_or(|keys| keys.iter().any(|k| k.as_str() == key));
-            if wanted {
-                let mut c = DescribeConfigsResourceResult::default();
-                c.name = StrBytes::from_static_str(key);
-                c.value = Some(StrBytes::from_string(value));
-                c.read_only = true;
-                c.config_source = STATIC_BROKER_CONFIG;
-                result.configs.push(c);
-            }
+            response.results.push(result);
         }
-        response.results.push(result);
+        Reply::Respond(response)
     }
-    encode(request, request.version(), &response)
 }

@@ -4,15 +4,15 @@
 //! are readable or the wait is over). Fetch sessions are declined (session id 0), which
 //! Kafka allows: clients then send full fetches.
 
-use std::time::{Duration, Instant};
+use std::{
+    rc::Rc,
+    time::{Duration, Instant},
+};
 
 use bytes::Bytes;
-use kafka_protocol::{
-    messages::{
-        fetch_response::{FetchableTopicResponse, PartitionData},
-        FetchRequest, FetchResponse,
-    },
-    ResponseError,
+use kafka_protocol::messages::{
+    fetch_response::{FetchableTopicResponse, PartitionData},
+    FetchRequest, FetchResponse,
 };
 
 use crate::{
@@ -20,7 +20,7 @@ use crate::{
     storage::{Offset, StorageError},
 };
 
-use super::{decode_body, encode, Request};
+use super::{error_code::KafkaError, Call, Handler, Reply};
 
 /// The longest a fetch may wait, whatever the client asks.
 const WAIT_MAX: Duration = Duration::from_secs(30);
@@ -89,12 +89,14 @@ async fn read_all(
                             budget = budget.saturating_sub(read.records.len());
                             d.records = Some(read.records);
                         }
-                        Err(StorageError::OffsetOutOfRange {
-                            log_start,
-                            high_watermark,
-                            ..
-                        }) => {
-                            d.error_code = ResponseError::OffsetOutOfRange.code();
+                        Err(
+                            e @ StorageError::OffsetOutOfRange {
+                                log_start,
+                                high_watermark,
+                                ..
+                            },
+                        ) => {
+                            d.error_code = e.code();
                             d.high_watermark = high_watermark.to_wire();
                             d.last_stable_offset = high_watermark.to_wire();
                             if with_log_start {
@@ -104,7 +106,7 @@ async fn read_all(
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "fetch read failed");
-                            d.error_code = ResponseError::KafkaStorageError.code();
+                            d.error_code = e.code();
                             errors = true;
                         }
                     }
@@ -117,53 +119,50 @@ async fn read_all(
     (topics, total, errors)
 }
 
-/// A decoded fetch request, ready to be answered.
-pub struct Fetch {
-    req: FetchRequest,
+/// The most record bytes the answer to `req` can carry, not counting the one batch a
+/// partition may return beyond its limit: the least of the request's `max_bytes`, the sum
+/// of its partitions' `partition_max_bytes`, and [`RESPONSE_RECORD_BYTES_MAX`].
+fn record_bytes_max(req: &FetchRequest) -> usize {
+    let partitions: usize = req
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.partition_max_bytes.max(0) as usize)
+        .fold(0, usize::saturating_add);
+    (req.max_bytes.max(0) as usize)
+        .min(partitions)
+        .min(RESPONSE_RECORD_BYTES_MAX)
 }
 
-impl Fetch {
-    /// Decodes `request`'s body; `None` (logged) when it cannot be decoded.
-    pub fn decode(request: &Request) -> Option<Fetch> {
-        decode_body(request).map(|req| Fetch { req })
+/// Reads every partition; waits for more data while fewer than `min_bytes` are
+/// available, no partition failed and `max_wait_ms` has not passed. Its answer's size
+/// is claimed from the connection's budget first (see [`Handler::answer_bytes_max`]).
+pub struct Fetch;
+
+impl Handler for Fetch {
+    type Request = FetchRequest;
+    type Response = FetchResponse;
+
+    fn answer_bytes_max(request: &FetchRequest) -> usize {
+        record_bytes_max(request)
     }
 
-    /// The most record bytes the answer can carry, not counting the one batch a
-    /// partition may return beyond its limit: the least of the request's `max_bytes`, the
-    /// sum of its partitions' `partition_max_bytes`, and [`RESPONSE_RECORD_BYTES_MAX`].
-    pub fn record_bytes_max(&self) -> usize {
-        let partitions: usize = self
-            .req
-            .topics
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .map(|p| p.partition_max_bytes.max(0) as usize)
-            .fold(0, usize::saturating_add);
-        (self.req.max_bytes.max(0) as usize)
-            .min(partitions)
-            .min(RESPONSE_RECORD_BYTES_MAX)
-    }
-
-    /// Reads every partition; waits for more data while fewer than `min_bytes` are
-    /// available, no partition failed and `max_wait_ms` has not passed. `None` when
-    /// the response cannot be encoded.
-    pub async fn answer(self, ctx: &ShardContext, request: &Request) -> Option<Bytes> {
-        let req = self.req;
+    async fn answer(ctx: Rc<ShardContext>, call: Call, req: FetchRequest) -> Reply<FetchResponse> {
         let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(WAIT_MAX);
         let deadline = Instant::now() + wait;
         let min_bytes = req.min_bytes.max(0) as usize;
         loop {
-            let round = ctx.storage.flusher().rounds();
-            let (topics, total, errors) = read_all(ctx, &req, request.version()).await;
+            let mark = ctx.storage.durable_mark();
+            let (topics, total, errors) = read_all(&ctx, &req, call.version()).await;
             let now = Instant::now();
             if total >= min_bytes.max(1) || errors || now >= deadline {
                 let mut response = FetchResponse::default();
                 response.responses = topics;
                 response.session_id = 0;
-                return encode(request, request.version(), &response);
+                return Reply::Respond(response);
             }
             futures_lite::future::or(
-                ctx.storage.flusher().round_after(round),
+                ctx.storage.durable_after(mark),
                 glommio::timer::sleep(deadline - now),
             )
             .await;

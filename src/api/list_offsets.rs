@@ -1,6 +1,7 @@
 //! ListOffsets: earliest, latest, max-timestamp and by-timestamp offsets per partition.
 
-use bytes::Bytes;
+use std::rc::Rc;
+
 use kafka_protocol::{
     messages::{
         list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse},
@@ -11,52 +12,63 @@ use kafka_protocol::{
 
 use crate::{shard::context::ShardContext, storage::TimestampQuery};
 
-use super::{decode_body, encode, Request};
+use super::{error_code::KafkaError, Call, Handler, Reply};
 
 /// Answers each partition's offset query.
-pub async fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
-    let req: ListOffsetsRequest = decode_body(request)?;
-    let mut response = ListOffsetsResponse::default();
-    for topic in &req.topics {
-        let mut t = ListOffsetsTopicResponse::default();
-        t.name = topic.name.clone();
-        for partition in &topic.partitions {
-            let mut r = ListOffsetsPartitionResponse::default();
-            r.partition_index = partition.partition_index;
-            r.timestamp = -1;
-            r.offset = -1;
-            let query = match partition.timestamp {
-                -2 => Some(TimestampQuery::Earliest),
-                -1 => Some(TimestampQuery::Latest),
-                -3 => Some(TimestampQuery::MaxTimestamp),
-                ts if ts >= 0 => Some(TimestampQuery::At(ts)),
-                _ => None,
-            };
-            match (
-                query,
-                ctx.partition(topic.name.0.as_str(), partition.partition_index)
-                    .await,
-            ) {
-                (None, _) => r.error_code = ResponseError::InvalidRequest.code(),
-                (_, Err(e)) => r.error_code = e.code(),
-                (Some(q), Ok(log)) => match log.offset_for_timestamp(q).await {
-                    Ok(Some(found)) => {
-                        r.offset = found.offset.to_wire();
-                        r.timestamp = found.timestamp;
-                        if request.version() >= 4 {
-                            r.leader_epoch = 0;
+pub struct ListOffsets;
+
+impl Handler for ListOffsets {
+    type Request = ListOffsetsRequest;
+    type Response = ListOffsetsResponse;
+
+    async fn answer(
+        ctx: Rc<ShardContext>,
+        call: Call,
+        req: ListOffsetsRequest,
+    ) -> Reply<ListOffsetsResponse> {
+        let ctx: &ShardContext = &ctx;
+        let mut response = ListOffsetsResponse::default();
+        for topic in &req.topics {
+            let mut t = ListOffsetsTopicResponse::default();
+            t.name = topic.name.clone();
+            for partition in &topic.partitions {
+                let mut r = ListOffsetsPartitionResponse::default();
+                r.partition_index = partition.partition_index;
+                r.timestamp = -1;
+                r.offset = -1;
+                let query = match partition.timestamp {
+                    -2 => Some(TimestampQuery::Earliest),
+                    -1 => Some(TimestampQuery::Latest),
+                    -3 => Some(TimestampQuery::MaxTimestamp),
+                    ts if ts >= 0 => Some(TimestampQuery::At(ts)),
+                    _ => None,
+                };
+                match (
+                    query,
+                    ctx.partition(topic.name.0.as_str(), partition.partition_index)
+                        .await,
+                ) {
+                    (None, _) => r.error_code = ResponseError::InvalidRequest.code(),
+                    (_, Err(e)) => r.error_code = e.code(),
+                    (Some(q), Ok(log)) => match log.offset_for_timestamp(q).await {
+                        Ok(Some(found)) => {
+                            r.offset = found.offset.to_wire();
+                            r.timestamp = found.timestamp;
+                            if call.version() >= 4 {
+                                r.leader_epoch = 0;
+                            }
                         }
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "offset lookup failed");
-                        r.error_code = ResponseError::KafkaStorageError.code();
-                    }
-                },
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "offset lookup failed");
+                            r.error_code = e.code();
+                        }
+                    },
+                }
+                t.partitions.push(r);
             }
-            t.partitions.push(r);
+            response.topics.push(t);
         }
-        response.topics.push(t);
+        Reply::Respond(response)
     }
-    encode(request, request.version(), &response)
 }

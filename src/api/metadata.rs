@@ -1,7 +1,8 @@
 //! Metadata: the brokers (one per shard, each on its own port, so clients connect
 //! straight to the core that owns a partition) and the topics with their leaders.
 
-use bytes::Bytes;
+use std::rc::Rc;
+
 use kafka_protocol::{
     messages::{
         metadata_response::{
@@ -15,14 +16,14 @@ use kafka_protocol::{
 
 use crate::{
     metadata::{
-        placement::{partition_shard, ShardId},
+        placement::{partition_shard, shard_addr, ShardId},
         registry::TopicInfo,
         topic_name,
     },
-    shard::{context::ShardContext, shard_addr},
+    shard::context::ShardContext,
 };
 
-use super::{decode_body, encode, Request};
+use super::{Call, Handler, Reply};
 
 /// The cluster id every response carries.
 pub const CLUSTER_ID: &str = "weir";
@@ -33,7 +34,7 @@ pub fn brokers(ctx: &ShardContext) -> impl Iterator<Item = (BrokerId, StrBytes, 
         (
             BrokerId(s as i32),
             StrBytes::from_string(ctx.config.advertise.clone()),
-            i32::from(shard_addr(&ctx.config, ShardId(s)).port()),
+            i32::from(shard_addr(ctx.config.listen, ShardId(s)).port()),
         )
     })
 }
@@ -71,63 +72,74 @@ fn error_entry(name: &str, code: i16) -> MetadataResponseTopic {
 }
 
 /// Answers a Metadata request, auto-creating requested topics when allowed.
-pub async fn handle(ctx: &ShardContext, request: &Request) -> Option<Bytes> {
-    let req: MetadataRequest = decode_body(request)?;
-    let version = request.version();
-    let mut response = MetadataResponse::default();
-    response.brokers = brokers(ctx)
-        .map(|(node_id, host, port)| {
-            let mut b = MetadataResponseBroker::default();
-            b.node_id = node_id;
-            b.host = host;
-            b.port = port;
-            b
-        })
-        .collect();
-    if version >= 2 {
-        response.cluster_id = Some(StrBytes::from_static_str(CLUSTER_ID));
-    }
-    if version >= 1 {
-        response.controller_id = BrokerId(0);
-    }
-    let all = match &req.topics {
-        None => true,
-        Some(list) => version == 0 && list.is_empty(),
-    };
-    if all {
-        response.topics = ctx
-            .registry
-            .list()
-            .iter()
-            .map(|t| topic_entry(ctx, t, version))
+pub struct Metadata;
+
+impl Handler for Metadata {
+    type Request = MetadataRequest;
+    type Response = MetadataResponse;
+
+    async fn answer(
+        ctx: Rc<ShardContext>,
+        call: Call,
+        req: MetadataRequest,
+    ) -> Reply<MetadataResponse> {
+        let ctx: &ShardContext = &ctx;
+        let version = call.version();
+        let mut response = MetadataResponse::default();
+        response.brokers = brokers(ctx)
+            .map(|(node_id, host, port)| {
+                let mut b = MetadataResponseBroker::default();
+                b.node_id = node_id;
+                b.host = host;
+                b.port = port;
+                b
+            })
             .collect();
-    } else {
-        let allow_create = version < 4 || req.allow_auto_topic_creation;
-        for requested in req.topics.iter().flatten() {
-            let Some(name) = requested.name.as_ref().map(|n| n.0.as_str().to_string()) else {
-                response
-                    .topics
-                    .push(error_entry("", ResponseError::UnknownTopicId.code()));
-                continue;
-            };
-            if let Err(why) = topic_name::validate(&name) {
-                tracing::debug!(topic = %name, why, "metadata for an invalid topic name");
-                response.topics.push(error_entry(
-                    &name,
-                    ResponseError::InvalidTopicException.code(),
-                ));
-                continue;
-            }
-            let found = if allow_create {
-                ctx.topic_or_create(&name).await
-            } else {
-                ctx.registry.get(&name)
-            };
-            response.topics.push(match found {
-                Some(t) => topic_entry(ctx, &t, version),
-                None => error_entry(&name, ResponseError::UnknownTopicOrPartition.code()),
-            });
+        if version >= 2 {
+            response.cluster_id = Some(StrBytes::from_static_str(CLUSTER_ID));
         }
+        if version >= 1 {
+            response.controller_id = BrokerId(0);
+        }
+        let all = match &req.topics {
+            None => true,
+            Some(list) => version == 0 && list.is_empty(),
+        };
+        if all {
+            response.topics = ctx
+                .registry
+                .list()
+                .iter()
+                .map(|t| topic_entry(ctx, t, version))
+                .collect();
+        } else {
+            let allow_create = version < 4 || req.allow_auto_topic_creation;
+            for requested in req.topics.iter().flatten() {
+                let Some(name) = requested.name.as_ref().map(|n| n.0.as_str().to_string()) else {
+                    response
+                        .topics
+                        .push(error_entry("", ResponseError::UnknownTopicId.code()));
+                    continue;
+                };
+                if let Err(why) = topic_name::validate(&name) {
+                    tracing::debug!(topic = %name, why, "metadata for an invalid topic name");
+                    response.topics.push(error_entry(
+                        &name,
+                        ResponseError::InvalidTopicException.code(),
+                    ));
+                    continue;
+                }
+                let found = if allow_create {
+                    ctx.topic_or_create(&name).await
+                } else {
+                    ctx.registry.get(&name)
+                };
+                response.topics.push(match found {
+                    Some(t) => topic_entry(ctx, &t, version),
+                    None => error_entry(&name, ResponseError::UnknownTopicOrPartition.code()),
+                });
+            }
+        }
+        Reply::Respond(response)
     }
-    encode(request, version, &response)
 }

@@ -1,82 +1,306 @@
-//! The Kafka APIs, one file each: decoding a request frame, dispatching it to its
-//! handler, and encoding the response. Handlers never fail a whole request for one
-//! partition: each partition gets its own Kafka error code.
+//! The Kafka APIs, one file each, all of one shape: a [`Handler`] says how its request
+//! is decoded, what its answer may claim from the connection's byte budget, what must
+//! happen in request order and what may run concurrently, and returns a typed response.
+//! [`ROUTES`] is the one table of served APIs and versions: adding an API is a file with
+//! a `Handler` and a line there. The connection (`net`) only calls [`decode`] and
+//! [`Decoded::start`]; it never names an API.
+//!
+//! Handlers never fail a whole request for one partition: each partition gets its own
+//! Kafka error code, from [`error_code`] for internal errors.
 
 pub mod api_versions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
+pub mod error_code;
 pub mod fetch;
-pub mod groups;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
+
+use std::{future::Future, rc::Rc};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::future::LocalBoxFuture;
 use kafka_protocol::{
     messages::{ApiKey, RequestHeader, ResponseHeader},
-    protocol::{Decodable, Encodable},
+    protocol::{Decodable, Encodable, StrBytes},
 };
 
 use crate::shard::context::ShardContext;
 
-/// A request whose header has been decoded; the body is decoded by its handler.
+/// Every API this broker serves: its key, lowest and highest version, and handler.
+/// ApiVersions answers with this table and [`decode`] refuses anything outside it.
+pub const ROUTES: &[Route] = &[
+    Route::to::<produce::Produce>(ApiKey::Produce, 3, 9),
+    Route::to::<fetch::Fetch>(ApiKey::Fetch, 4, 12),
+    Route::to::<list_offsets::ListOffsets>(ApiKey::ListOffsets, 1, 7),
+    Route::to::<metadata::Metadata>(ApiKey::Metadata, 0, 12),
+    Route::to::<api_versions::ApiVersions>(ApiKey::ApiVersions, 0, 3),
+    Route::to::<create_topics::CreateTopics>(ApiKey::CreateTopics, 2, 7),
+    Route::to::<delete_topics::DeleteTopics>(ApiKey::DeleteTopics, 1, 5),
+    Route::to::<init_producer_id::InitProducerId>(ApiKey::InitProducerId, 0, 4),
+    Route::to::<describe_configs::DescribeConfigs>(ApiKey::DescribeConfigs, 1, 4),
+    Route::to::<describe_cluster::DescribeCluster>(ApiKey::DescribeCluster, 0, 1),
+    Route::to::<find_coordinator::FindCoordinator>(ApiKey::FindCoordinator, 0, 4),
+    Route::to::<join_group::JoinGroup>(ApiKey::JoinGroup, 0, 7),
+    Route::to::<sync_group::SyncGroup>(ApiKey::SyncGroup, 0, 5),
+    Route::to::<heartbeat::Heartbeat>(ApiKey::Heartbeat, 0, 4),
+    Route::to::<leave_group::LeaveGroup>(ApiKey::LeaveGroup, 0, 4),
+    Route::to::<offset_commit::OffsetCommit>(ApiKey::OffsetCommit, 2, 8),
+    Route::to::<offset_fetch::OffsetFetch>(ApiKey::OffsetFetch, 1, 8),
+    Route::to::<list_groups::ListGroups>(ApiKey::ListGroups, 0, 4),
+    Route::to::<describe_groups::DescribeGroups>(ApiKey::DescribeGroups, 0, 5),
+    Route::to::<delete_groups::DeleteGroups>(ApiKey::DeleteGroups, 0, 2),
+];
+
+/// One request as its handler sees it: the API and the request header.
 #[derive(Debug)]
-pub struct Request {
+pub struct Call {
     /// The API.
     pub key: ApiKey,
     /// The request header.
     pub header: RequestHeader,
-    /// The rest of the frame.
-    pub body: Bytes,
 }
 
-impl Request {
+impl Call {
     /// The API version the client used.
     pub fn version(&self) -> i16 {
         self.header.request_api_version
     }
+
+    /// The client id the request carried, if any.
+    pub fn client_id(&self) -> Option<&str> {
+        self.header.client_id.as_ref().map(|c| c.as_str())
+    }
 }
 
-/// Decodes a frame's request header. Fails (and the connection is closed, as Kafka
-/// does) for unknown API keys, versions this broker does not implement (except for
-/// ApiVersions, which answers them), and malformed headers.
-pub fn decode(frame: Bytes) -> Result<Request, String> {
+/// What a handler answers.
+#[derive(Debug)]
+pub enum Reply<R> {
+    /// Send this response, encoded at the request's version.
+    Respond(R),
+    /// Send this response encoded at another version: ApiVersions answers a version it
+    /// does not know in v0, as Kafka does, so the client can retry with one it knows.
+    RespondAt(i16, R),
+    /// Send nothing: a produce with acks=0.
+    Silent,
+}
+
+/// One Kafka API as the connection serves it. Handlers run on their shard's thread
+/// only, so their futures need not be `Send`.
+#[allow(async_fn_in_trait)]
+pub trait Handler: 'static {
+    /// The request body.
+    type Request: Decodable + 'static;
+    /// The response body.
+    type Response: Encodable + 'static;
+
+    /// Decodes the request body sent at `version`.
+    fn decode(version: i16, mut body: Bytes) -> Result<Self::Request, String> {
+        Self::Request::decode(&mut body, version).map_err(|e| e.to_string())
+    }
+
+    /// The most bytes the answer may carry beyond the request's own; the connection
+    /// claims them from its budget before the handler starts. Nothing by default.
+    fn answer_bytes_max(_request: &Self::Request) -> usize {
+        0
+    }
+
+    /// Runs the part of the request that must happen in request order — before the
+    /// connection reads its next request — and returns the rest, which runs
+    /// concurrently with later requests. By default nothing is ordered: all of
+    /// [`Handler::answer`] runs concurrently.
+    #[allow(clippy::async_yields_async)] // the in-order phase yields the concurrent one
+    fn start(
+        ctx: Rc<ShardContext>,
+        call: Call,
+        request: Self::Request,
+    ) -> impl Future<Output = impl Future<Output = Reply<Self::Response>> + 'static> {
+        async move { Self::answer(ctx, call, request) }
+    }
+
+    /// Answers the request, start to finish.
+    async fn answer(
+        ctx: Rc<ShardContext>,
+        call: Call,
+        request: Self::Request,
+    ) -> Reply<Self::Response>;
+}
+
+/// An entry of [`ROUTES`].
+pub struct Route {
+    /// The API.
+    pub key: ApiKey,
+    /// The lowest version served.
+    pub version_min: i16,
+    /// The highest version served.
+    pub version_max: i16,
+    decode: fn(Call, Bytes) -> Result<Decoded, RequestError>,
+}
+
+impl Route {
+    /// Serves `key` from `version_min` to `version_max` with `H`.
+    pub const fn to<H: Handler>(key: ApiKey, version_min: i16, version_max: i16) -> Route {
+        Route {
+            key,
+            version_min,
+            version_max,
+            decode: decode_as::<H>,
+        }
+    }
+
+    /// The route of `key`, if it is served.
+    pub fn of(key: ApiKey) -> Option<&'static Route> {
+        ROUTES.iter().find(|r| r.key == key)
+    }
+}
+
+/// Why a request frame was refused. The connection closes after answering what came
+/// before it, as Kafka does: the byte stream cannot be trusted past it.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The frame is too short to hold a request header.
+    #[error("request of {0} bytes is shorter than a header")]
+    Short(usize),
+    /// The API key is not one Kafka defines.
+    #[error("unknown API key {0}")]
+    UnknownKey(i16),
+    /// The API is not served by this broker.
+    #[error("API {0:?} is not supported")]
+    Unsupported(ApiKey),
+    /// The version of a served API is outside the versions served.
+    #[error("{key:?} v{version} is not supported (v{min}..=v{max})")]
+    Version {
+        /// The API.
+        key: ApiKey,
+        /// The version asked for.
+        version: i16,
+        /// The lowest served.
+        min: i16,
+        /// The highest served.
+        max: i16,
+    },
+    /// The request header is malformed.
+    #[error("bad request header: {0}")]
+    Header(String),
+    /// The request body is malformed.
+    #[error("undecodable {key:?} v{version} body: {reason}")]
+    Body {
+        /// The API.
+        key: ApiKey,
+        /// The version.
+        version: i16,
+        /// kafka-protocol's reason.
+        reason: String,
+    },
+}
+
+type Answer = LocalBoxFuture<'static, Option<Bytes>>;
+
+/// A request decoded by its handler, ready to run.
+pub struct Decoded {
+    key: ApiKey,
+    answer_bytes_max: usize,
+    start: Box<dyn FnOnce(Rc<ShardContext>) -> LocalBoxFuture<'static, Answer>>,
+}
+
+impl Decoded {
+    /// The API.
+    pub fn key(&self) -> ApiKey {
+        self.key
+    }
+
+    /// The most bytes the answer may carry beyond the request's own.
+    pub fn answer_bytes_max(&self) -> usize {
+        self.answer_bytes_max
+    }
+
+    /// Runs the request's in-order part and returns the rest, whose output is the
+    /// framed response: empty to send nothing, `None` when it could not be encoded
+    /// (the connection then closes).
+    pub async fn start(self, ctx: Rc<ShardContext>) -> impl Future<Output = Option<Bytes>> {
+        (self.start)(ctx).await
+    }
+}
+
+// The boxed in-order phase yields the boxed concurrent phase, on purpose.
+#[allow(clippy::async_yields_async)]
+fn decode_as<H: Handler>(call: Call, body: Bytes) -> Result<Decoded, RequestError> {
+    let (key, version) = (call.key, call.version());
+    let request = H::decode(version, body).map_err(|reason| RequestError::Body {
+        key,
+        version,
+        reason,
+    })?;
+    let answer_bytes_max = H::answer_bytes_max(&request);
+    Ok(Decoded {
+        key,
+        answer_bytes_max,
+        start: Box::new(move |ctx| {
+            Box::pin(async move {
+                let correlation_id = call.header.correlation_id;
+                let rest = H::start(ctx, call, request).await;
+                Box::pin(async move {
+                    match rest.await {
+                        Reply::Respond(r) => encode(key, correlation_id, version, &r),
+                        Reply::RespondAt(v, r) => encode(key, correlation_id, v, &r),
+                        Reply::Silent => Some(Bytes::new()),
+                    }
+                }) as Answer
+            })
+        }),
+    })
+}
+
+/// Decodes a request frame (without its length prefix): the header, then the body by
+/// the API's handler. Refuses unknown API keys, versions this broker does not serve
+/// (except for ApiVersions, which answers them), and malformed headers and bodies.
+pub fn decode(frame: Bytes) -> Result<Decoded, RequestError> {
     if frame.len() < 8 {
-        return Err(format!(
-            "request of {} bytes is shorter than a header",
-            frame.len()
-        ));
+        return Err(RequestError::Short(frame.len()));
     }
     let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let key = ApiKey::try_from(raw_key).map_err(|_| format!("unknown API key {raw_key}"))?;
-    let supported =
-        api_versions::supported(key).ok_or_else(|| format!("API {key:?} is not supported"))?;
-    if key != ApiKey::ApiVersions && !(supported.0..=supported.1).contains(&version) {
-        return Err(format!(
-            "{key:?} v{version} is not supported (v{}..=v{})",
-            supported.0, supported.1
-        ));
+    let key = ApiKey::try_from(raw_key).map_err(|_| RequestError::UnknownKey(raw_key))?;
+    let route = Route::of(key).ok_or(RequestError::Unsupported(key))?;
+    if key != ApiKey::ApiVersions && !(route.version_min..=route.version_max).contains(&version) {
+        return Err(RequestError::Version {
+            key,
+            version,
+            min: route.version_min,
+            max: route.version_max,
+        });
     }
     // ApiVersions requests above our range are parsed with the newest header we know,
     // so the error response can carry the correlation id.
-    let header_version = key.request_header_version(version.min(supported.1));
+    let header_version = key.request_header_version(version.min(route.version_max));
     let mut body = frame;
     let header = RequestHeader::decode(&mut body, header_version)
-        .map_err(|e| format!("bad request header: {e}"))?;
-    Ok(Request { key, header, body })
+        .map_err(|e| RequestError::Header(e.to_string()))?;
+    (route.decode)(Call { key, header }, body)
 }
 
 /// Encodes a response as it goes on the wire: the length prefix, then the header its
 /// API and version call for, then the body, in one buffer sized for it up front (a
-/// large fetch response is neither regrown nor copied again to be framed).
-pub fn encode<R: Encodable>(request: &Request, version: i16, body: &R) -> Option<Bytes> {
+/// large fetch response is neither regrown nor copied again to be framed). `None`
+/// (logged) when it cannot be encoded.
+fn encode<R: Encodable>(key: ApiKey, correlation_id: i32, version: i16, body: &R) -> Option<Bytes> {
     let mut header = ResponseHeader::default();
-    header.correlation_id = request.header.correlation_id;
-    let header_version = request.key.response_header_version(version);
+    header.correlation_id = correlation_id;
+    let header_version = key.response_header_version(version);
     let sized = header
         .compute_size(header_version)
         .and_then(|h| Ok(h + body.compute_size(version)?));
@@ -92,78 +316,18 @@ pub fn encode<R: Encodable>(request: &Request, version: i16, body: &R) -> Option
             Some(out.freeze())
         }
         Err(e) => {
-            tracing::error!(api = ?request.key, version, error = %e, "cannot encode response");
+            tracing::error!(api = ?key, version, error = %e, "cannot encode response");
             None
         }
     }
 }
 
-/// Decodes a request body, logging why when it cannot.
-pub fn decode_body<T: Decodable>(request: &Request) -> Option<T> {
-    let mut body = request.body.clone();
-    match T::decode(&mut body, request.version()) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            tracing::warn!(api = ?request.key, version = request.version(), error = %e, "undecodable request body");
-            None
-        }
-    }
-}
-
-/// What a connection does after a request.
-#[derive(Debug)]
-pub enum Outcome {
-    /// Send this response (length prefix, header and body: see [`encode`]).
-    Respond(Bytes),
-    /// Send nothing: a produce with acks=0.
-    Silent,
-    /// The request body could not be decoded: close the connection, as Kafka does.
-    Close,
-}
-
-/// Handles one request other than Produce (see [`produce::append`] and
-/// [`produce::acknowledge`], which the connection runs in two phases) and Fetch (see
-/// [`fetch::Fetch`], whose answer size the connection bounds first).
-pub async fn handle(ctx: &ShardContext, request: Request) -> Outcome {
-    let response = match request.key {
-        ApiKey::ApiVersions => api_versions::handle(&request),
-        ApiKey::Metadata => metadata::handle(ctx, &request).await,
-        ApiKey::CreateTopics => create_topics::handle(ctx, &request).await,
-        ApiKey::DeleteTopics => delete_topics::handle(ctx, &request).await,
-        ApiKey::ListOffsets => list_offsets::handle(ctx, &request).await,
-        ApiKey::InitProducerId => init_producer_id::handle(ctx, &request).await,
-        ApiKey::DescribeCluster => describe_cluster::handle(ctx, &request),
-        ApiKey::FindCoordinator => groups::find_coordinator(ctx, &request),
-        ApiKey::JoinGroup => groups::join_group(ctx, &request).await,
-        ApiKey::SyncGroup => groups::sync_group(ctx, &request).await,
-        ApiKey::Heartbeat => groups::heartbeat(ctx, &request),
-        ApiKey::LeaveGroup => groups::leave_group(ctx, &request),
-        ApiKey::OffsetCommit => groups::offset_commit(ctx, &request).await,
-        ApiKey::OffsetFetch => groups::offset_fetch(ctx, &request).await,
-        ApiKey::ListGroups => groups::list_groups(ctx, &request),
-        ApiKey::DescribeGroups => groups::describe_groups(ctx, &request),
-        ApiKey::DeleteGroups => groups::delete_groups(ctx, &request).await,
-        ApiKey::DescribeConfigs => describe_configs::handle(ctx, &request),
-        // The connection runs these itself: see `produce` and `fetch::Fetch`.
-        ApiKey::Produce | ApiKey::Fetch => None,
-        other => {
-            tracing::warn!(api = ?other, "request for an API that decode() admitted but no handler serves");
-            None
-        }
-    };
-    Outcome::from(response)
-}
-
-impl From<Option<Bytes>> for Outcome {
-    /// A response to send, or `None` (the request could not be answered) to close.
-    fn from(response: Option<Bytes>) -> Outcome {
-        response.map_or(Outcome::Close, Outcome::Respond)
-    }
+/// A Kafka string from a plain one.
+pub fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
 }
 
 /// A Kafka topic name from a plain string.
 pub fn topic_name(name: &str) -> kafka_protocol::messages::TopicName {
-    kafka_protocol::messages::TopicName(kafka_protocol::protocol::StrBytes::from_string(
-        name.to_string(),
-    ))
+    kafka_protocol::messages::TopicName(str_bytes(name))
 }

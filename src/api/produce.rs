@@ -2,6 +2,8 @@
 //! log and, unless acks=0, answers once they are durable. Every partition of the
 //! request is appended before any durability wait, so one group commit covers them all.
 
+use std::{future::Future, rc::Rc};
+
 use bytes::Bytes;
 use futures_util::future::join_all;
 use kafka_protocol::{
@@ -15,39 +17,10 @@ use kafka_protocol::{
 
 use crate::{
     shard::context::ShardContext,
-    storage::{
-        partition_log::Durable, producer_state::SequenceError, BatchError, Offset, ProducePayload,
-        StorageError,
-    },
+    storage::{partition_log::Durable, Offset, ProducePayload},
 };
 
-use super::{decode_body, encode, Outcome, Request};
-
-fn batch_error(e: &BatchError) -> ResponseError {
-    match e {
-        BatchError::TooLarge { .. } => ResponseError::MessageTooLarge,
-        BatchError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat,
-        BatchError::Empty => ResponseError::InvalidRequest,
-        _ => ResponseError::CorruptMessage,
-    }
-}
-
-fn storage_error(e: &StorageError) -> ResponseError {
-    match e {
-        StorageError::InvalidBatch(b) => batch_error(b),
-        StorageError::Sequence(SequenceError::OutOfOrder { .. }) => {
-            ResponseError::OutOfOrderSequenceNumber
-        }
-        StorageError::Sequence(SequenceError::StaleEpoch { .. }) => {
-            ResponseError::InvalidProducerEpoch
-        }
-        StorageError::Sequence(SequenceError::DuplicateInPayload { .. }) => {
-            ResponseError::DuplicateSequenceNumber
-        }
-        StorageError::Closed(_) => ResponseError::NotLeaderOrFollower,
-        _ => ResponseError::KafkaStorageError,
-    }
-}
+use super::{error_code::KafkaError, Call, Handler, Reply};
 
 enum Pending {
     Failed(ResponseError, Option<String>),
@@ -66,12 +39,7 @@ async fn append_one(
 ) -> Pending {
     let log = match ctx.partition(topic, partition).await {
         Ok(log) => log,
-        Err(e) => {
-            return Pending::Failed(
-                ResponseError::try_from_code(e.code()).unwrap_or(ResponseError::UnknownServerError),
-                None,
-            )
-        }
+        Err(e) => return Pending::Failed(e.kafka_error(), None),
     };
     let records = records.cloned().unwrap_or_default();
     if records.len() as u64 > ctx.config.log.segment_bytes {
@@ -79,7 +47,7 @@ async fn append_one(
     }
     let payload = match ProducePayload::validate(records, ctx.config.message_max_bytes) {
         Ok(p) => p,
-        Err(e) => return Pending::Failed(batch_error(&e), Some(e.to_string())),
+        Err(e) => return Pending::Failed(e.kafka_error(), Some(e.to_string())),
     };
     match log.append(&payload, 0).await {
         Ok(appended) => Pending::Appended {
@@ -87,24 +55,19 @@ async fn append_one(
             log_start: log.log_start_offset(),
             durable: appended.durable,
         },
-        Err(e) => Pending::Failed(storage_error(&e), Some(e.to_string())),
+        Err(e) => Pending::Failed(e.kafka_error(), Some(e.to_string())),
     }
 }
 
 /// A produce request whose batches are appended (in memory, offsets assigned) and that
 /// waits to be acknowledged.
-pub struct Appended {
+struct Appended {
     acks: i16,
     pending: Vec<(String, i32, Pending)>,
 }
 
-/// Appends every partition's batches, in request order. The connection runs this phase
-/// before it reads the next request: two produce requests on one connection must reach
-/// each partition in the order they were sent (Kafka's per-connection ordering), and
-/// concurrent tasks racing for a partition's append lock would not guarantee that.
-/// `None` when the body cannot be decoded.
-pub async fn append(ctx: &ShardContext, request: &Request) -> Option<Appended> {
-    let req = decode_body::<ProduceRequest>(request)?;
+/// Appends every partition's batches.
+async fn append(ctx: &ShardContext, req: &ProduceRequest) -> Appended {
     let acks_valid = (-1..=1).contains(&req.acks);
     let transactional = req.transactional_id.is_some();
     let mut pending = Vec::new();
@@ -124,20 +87,19 @@ pub async fn append(ctx: &ShardContext, request: &Request) -> Option<Appended> {
             pending.push((name.to_string(), partition.index, p));
         }
     }
-    Some(Appended {
+    Appended {
         acks: req.acks,
         pending,
-    })
+    }
 }
 
 /// Waits until every appended partition is durable (acks 1 or -1) and answers, or
-/// answers nothing (acks 0). Runs concurrently with later requests.
-pub async fn acknowledge(request: &Request, appended: Appended) -> Outcome {
+/// answers nothing (acks 0).
+async fn acknowledge(version: i16, appended: Appended) -> Reply<ProduceResponse> {
     let Appended { acks, pending } = appended;
     if acks == 0 {
-        return Outcome::Silent;
+        return Reply::Silent;
     }
-    let version = request.version();
     // Fields a version does not have must keep their defaults, or encoding fails.
     let message = move |m: Option<String>| {
         if version >= 8 {
@@ -168,7 +130,7 @@ pub async fn acknowledge(request: &Request, appended: Appended) -> Outcome {
                     r.log_start_offset = log_start(start);
                 }
                 Err(e) => {
-                    r.error_code = storage_error(&e).code();
+                    r.error_code = e.code();
                     r.error_message = message(Some(e.to_string()));
                     r.base_offset = -1;
                     r.log_start_offset = -1;
@@ -190,5 +152,39 @@ pub async fn acknowledge(request: &Request, appended: Appended) -> Outcome {
             }
         }
     }
-    encode(request, request.version(), &response).map_or(Outcome::Close, Outcome::Respond)
+    Reply::Respond(response)
+}
+
+/// Produce in two phases. The appends run in request order, before the connection
+/// reads its next request: two produce requests on one connection must reach each
+/// partition in the order they were sent (Kafka's per-connection ordering), and
+/// concurrent tasks racing for a partition's append lock would not guarantee that. Only
+/// the wait for the group commit overlaps with later requests.
+pub struct Produce;
+
+impl Handler for Produce {
+    type Request = ProduceRequest;
+    type Response = ProduceResponse;
+
+    // The in-order phase's output is the concurrent phase: a future yielding a future is
+    // the point.
+    #[allow(clippy::manual_async_fn, clippy::async_yields_async)]
+    fn start(
+        ctx: Rc<ShardContext>,
+        call: Call,
+        request: ProduceRequest,
+    ) -> impl Future<Output = impl Future<Output = Reply<ProduceResponse>> + 'static> {
+        async move {
+            let appended = append(&ctx, &request).await;
+            acknowledge(call.version(), appended)
+        }
+    }
+
+    async fn answer(
+        ctx: Rc<ShardContext>,
+        call: Call,
+        request: ProduceRequest,
+    ) -> Reply<ProduceResponse> {
+        Self::start(ctx, call, request).await.await
+    }
 }

@@ -1,6 +1,8 @@
 //! Where partitions and groups live: pure functions, so every shard computes the same
 //! answer without a table to keep in sync.
 
+use std::net::SocketAddr;
+
 /// Index of a shard (and, on a single broker, its node id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ShardId(pub usize);
@@ -14,6 +16,14 @@ fn name_hash(name: &str) -> u64 {
 /// shards`, so one topic's partitions spread evenly over the shards.
 pub fn partition_shard(topic: &str, partition: u32, shards: usize) -> ShardId {
     ShardId(((name_hash(topic) + u64::from(partition)) % shards as u64) as usize)
+}
+
+/// The address shard `shard` listens on: the broker's listen address with the port moved
+/// up by the shard index (every shard is its own Kafka node on its own port).
+pub fn shard_addr(listen: SocketAddr, shard: ShardId) -> SocketAddr {
+    let mut addr = listen;
+    addr.set_port(listen.port() + shard.0 as u16);
+    addr
 }
 
 /// The shard that coordinates consumer group `group`.

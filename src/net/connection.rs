@@ -5,7 +5,8 @@
 //!
 //! What a connection may hold is bounded, so a client that stops reading stalls only
 //! itself: its unanswered requests may claim at most a share of the shard's budget
-//! (request bytes, plus for a fetch the most its answer can carry) before the reader
+//! (request bytes, plus what the handler says its answer may carry: for a fetch, its
+//! record bytes) before the reader
 //! waits, and a response the client accepts no byte of for the idle timeout ends the
 //! connection.
 
@@ -20,10 +21,8 @@ use glommio::{
     Task,
 };
 
-use kafka_protocol::messages::ApiKey;
-
 use crate::{
-    api::{self, fetch::Fetch, produce, Outcome},
+    api::{self, RequestError},
     shard::context::ShardContext,
 };
 
@@ -58,19 +57,9 @@ pub enum ConnectionError {
     /// A response had not all gone out after the idle timeout: the client is not reading.
     #[error("client did not read a response within {0:?}")]
     Stalled(Duration),
-    /// The client sent a request the broker cannot parse.
-    #[error("undecodable request: {0}")]
-    Request(String),
-}
-
-/// The bytes to send for an outcome: the length-prefixed response, nothing (empty), or
-/// `None` to close the connection.
-fn framed(outcome: Outcome) -> Option<Bytes> {
-    match outcome {
-        Outcome::Respond(response) => Some(response),
-        Outcome::Silent => Some(Bytes::new()),
-        Outcome::Close => None,
-    }
+    /// The client sent a request the broker refuses.
+    #[error(transparent)]
+    Request(#[from] RequestError),
 }
 
 /// The bytes one connection's unanswered requests claim, and a wake-up for its reader
@@ -183,38 +172,17 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
                     .acquire_static_permit(kib)
                     .await
                     .map_err(|e| ConnectionError::Io(std::io::Error::other(e.to_string())))?;
-                let mut claim = frame.len();
-                let request = api::decode(frame.freeze()).map_err(ConnectionError::Request)?;
-                let ctx = Rc::clone(&ctx);
-                let fetch = (request.key == ApiKey::Fetch).then(|| Fetch::decode(&request));
-                if let Some(Some(f)) = &fetch {
-                    claim += f.record_bytes_max();
-                }
+                // The handler decodes the body and says what its answer may claim;
+                // its in-order part runs before the next request is read, the rest
+                // concurrently, answered in request order by the writer.
+                let claim = frame.len();
+                let request = api::decode(frame.freeze())?;
+                let claim = claim.saturating_add(request.answer_bytes_max());
                 if !claims.admit(claim).await {
                     return Ok(());
                 }
-                let task = if let Some(fetch) = fetch {
-                    glommio::spawn_local(async move {
-                        match fetch {
-                            Some(fetch) => {
-                                framed(Outcome::from(fetch.answer(&ctx, &request).await))
-                            }
-                            None => None,
-                        }
-                    })
-                } else if request.key == ApiKey::Produce {
-                    // Appends happen here, in request order; only the wait for the
-                    // group commit overlaps with later requests.
-                    let appended = produce::append(&ctx, &request).await;
-                    glommio::spawn_local(async move {
-                        match appended {
-                            Some(a) => framed(produce::acknowledge(&request, a).await),
-                            None => None,
-                        }
-                    })
-                } else {
-                    glommio::spawn_local(async move { framed(api::handle(&ctx, request).await) })
-                };
+                let answer = request.start(Rc::clone(&ctx)).await;
+                let task = glommio::spawn_local(answer);
                 if tx.send((task, permit, claim)).await.is_err() {
                     return Ok(());
                 }

@@ -14,7 +14,7 @@ use std::{
 
 use glommio::net::TcpListener;
 
-use crate::shard::{context::ShardContext, shard_addr};
+use crate::{metadata::placement::shard_addr, shard::context::ShardContext};
 
 use super::connection;
 
@@ -30,7 +30,7 @@ const STOP_POLL: Duration = Duration::from_millis(20);
 /// after ~32,000 polls — 11 minutes without a new connection — the task's reference
 /// count overflowed and the shard panicked.
 pub async fn serve(ctx: Rc<ShardContext>, stop: Arc<AtomicBool>) -> std::io::Result<()> {
-    let addr = shard_addr(&ctx.config, ctx.id);
+    let addr = shard_addr(ctx.config.listen, ctx.id);
     let listener = TcpListener::bind(addr).map_err(std::io::Error::from)?;
     tracing::info!(shard = ctx.id.0, %addr, "listening");
     let exited = Rc::new(Cell::new(false));

@@ -10,13 +10,12 @@ use std::{
 };
 
 use glommio::sync::Semaphore;
-use kafka_protocol::ResponseError;
 
 use crate::{
     config::BrokerConfig,
     group::{coordinator::Coordinator, offset_store::OffsetStore},
     metadata::{
-        placement::{partition_shard, ShardId},
+        placement::{group_shard, partition_shard, ShardId},
         producer_ids::ProducerIds,
         registry::{RegistryError, TopicInfo, TopicRegistry},
         topic_name,
@@ -24,7 +23,7 @@ use crate::{
     storage::{Clock, FlushConfig, PartitionLog, ShardStorage, ShardStorageConfig, StorageError},
 };
 
-/// Why a partition cannot be served here, as the Kafka error a client expects.
+/// Why a partition cannot be served here (`api::error_code` says what Kafka error it is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PartitionError {
     /// No such topic or partition.
@@ -33,17 +32,6 @@ pub enum PartitionError {
     NotOwner,
     /// Its log could not be opened or is failing.
     Storage,
-}
-
-impl PartitionError {
-    /// The Kafka error code.
-    pub fn code(self) -> i16 {
-        match self {
-            PartitionError::Unknown => ResponseError::UnknownTopicOrPartition.code(),
-            PartitionError::NotOwner => ResponseError::NotLeaderOrFollower.code(),
-            PartitionError::Storage => ResponseError::KafkaStorageError.code(),
-        }
-    }
 }
 
 type PartitionKey = (String, u32);
@@ -177,6 +165,11 @@ impl ShardContext {
     /// True when this shard owns partition `p` of `topic`.
     pub fn owns(&self, topic: &str, p: u32) -> bool {
         partition_shard(topic, p, self.config.shards) == self.id
+    }
+
+    /// True when this shard coordinates `group`.
+    pub fn owns_group(&self, group: &str) -> bool {
+        group_shard(group, self.config.shards) == self.id
     }
 
     /// Refreshes this shard's copy of the registry and drops the logs of topics that

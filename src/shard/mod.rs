@@ -5,17 +5,18 @@
 pub mod context;
 pub mod signals;
 
-use std::{
-    net::SocketAddr,
-    sync::{atomic::AtomicBool, Arc},
-};
+use std::sync::{atomic::AtomicBool, Arc};
 
 use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::{
     config::BrokerConfig,
     group::offset_store::OffsetStore,
-    metadata::{placement::ShardId, producer_ids::ProducerIds, registry::TopicRegistry},
+    metadata::{
+        placement::{shard_addr, ShardId},
+        producer_ids::ProducerIds,
+        registry::TopicRegistry,
+    },
     net::listener,
 };
 
@@ -61,14 +62,6 @@ pub enum BrokerError {
     },
 }
 
-/// The address shard `shard` listens on: the configured listen address with the port
-/// moved up by the shard index.
-pub fn shard_addr(config: &BrokerConfig, shard: ShardId) -> SocketAddr {
-    let mut addr = config.listen;
-    addr.set_port(config.listen.port() + shard.0 as u16);
-    addr
-}
-
 /// Runs the broker until `stop` is set (or a shard fails): starts one pinned executor
 /// per shard, each of which opens its storage and serves its listener. On `stop` every
 /// shard stops accepting, closes its partitions (flushing and fsyncing what was
@@ -88,7 +81,7 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
     tracing::info!(
         shards = config.shards,
         cores = ?(0..config.shards).map(|s| config.core_of(s)).collect::<Vec<_>>(),
-        ports = ?(0..config.shards).map(|s| shard_addr(&config, ShardId(s)).port()).collect::<Vec<_>>(),
+        ports = ?(0..config.shards).map(|s| shard_addr(config.listen, ShardId(s)).port()).collect::<Vec<_>>(),
         data_dir = %config.data_dir.display(),
         flush_mode = ?config.flush_mode,
         flush_interval = ?config.flush_interval,

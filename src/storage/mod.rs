@@ -46,7 +46,7 @@ pub use partition_log::{
     Appended, LogOffsets, LogRead, PartitionLog, TimestampOffset, TimestampQuery,
 };
 pub use record_batch::{BatchError, ProducePayload, RecordBatch};
-pub use shard_storage::{ShardStorage, ShardStorageConfig};
+pub use shard_storage::{DurableMark, ShardStorage, ShardStorageConfig};
 
 /// A Kafka offset: the position of a record in its partition. Never negative.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

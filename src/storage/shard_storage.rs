@@ -13,7 +13,7 @@ use super::{
     batch_cache::BatchCache,
     clock::Clock,
     config::{FlushConfig, LogConfig},
-    flush::FlushScheduler,
+    flush::{FlushScheduler, RoundAfter},
     partition_log::PartitionLog,
     recovery::RecoveryReport,
     segment::open_dma,
@@ -49,6 +49,10 @@ struct ShardInner {
 pub struct ShardStorage {
     inner: Rc<ShardInner>,
 }
+
+/// A point in a shard's durable progress; see [`ShardStorage::durable_mark`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DurableMark(u64);
 
 impl ShardStorage {
     /// Starts storage on the current shard: creates the data directory, writes and
@@ -97,6 +101,18 @@ impl ShardStorage {
     /// The shard's group-commit scheduler.
     pub fn flusher(&self) -> &FlushScheduler {
         &self.inner.flusher
+    }
+
+    /// How far this shard's durability has progressed: a mark that moves with every
+    /// group commit. Readers take a mark, look, and wait with [`Self::durable_after`].
+    pub fn durable_mark(&self) -> DurableMark {
+        DurableMark(self.inner.flusher.rounds())
+    }
+
+    /// Resolves once a group commit after `mark` has completed, so high watermarks may
+    /// have moved (long-polling fetches look again). Dropping it unregisters its waker.
+    pub fn durable_after(&self, mark: DurableMark) -> RoundAfter<'_> {
+        self.inner.flusher.round_after(mark.0)
     }
 
     /// The shard's clock.

@@ -1,0 +1,42 @@
+//! DeleteGroups: removes empty groups and their committed offsets.
+
+use std::rc::Rc;
+
+use kafka_protocol::ResponseError;
+
+use crate::shard::context::ShardContext;
+
+use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+
+use super::{Call, Handler, Reply};
+
+/// DeleteGroups: removes empty groups and their committed offsets.
+pub struct DeleteGroups;
+
+impl Handler for DeleteGroups {
+    type Request = DeleteGroupsRequest;
+    type Response = DeleteGroupsResponse;
+
+    async fn answer(
+        ctx: Rc<ShardContext>,
+        _call: Call,
+        req: DeleteGroupsRequest,
+    ) -> Reply<DeleteGroupsResponse> {
+        let ctx: &ShardContext = &ctx;
+        use kafka_protocol::messages::{
+            delete_groups_response::DeletableGroupResult, DeleteGroupsResponse,
+        };
+        let mut response = DeleteGroupsResponse::default();
+        for group in &req.groups_names {
+            let mut r = DeletableGroupResult::default();
+            r.group_id = group.clone();
+            r.error_code = if ctx.owns_group(group.0.as_str()) {
+                ctx.coordinator.delete(group.0.as_str()).await
+            } else {
+                ResponseError::NotCoordinator.code()
+            };
+            response.results.push(r);
+        }
+        Reply::Respond(response)
+    }
+}

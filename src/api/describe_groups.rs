@@ -1,0 +1,69 @@
+//! DescribeGroups: state, protocol and members of each group.
+
+use std::rc::Rc;
+
+use kafka_protocol::{protocol::StrBytes, ResponseError};
+
+use crate::shard::context::ShardContext;
+
+use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
+
+use super::{str_bytes, Call, Handler, Reply};
+
+/// DescribeGroups: state, protocol and members of each group.
+pub struct DescribeGroups;
+
+impl Handler for DescribeGroups {
+    type Request = DescribeGroupsRequest;
+    type Response = DescribeGroupsResponse;
+
+    async fn answer(
+        ctx: Rc<ShardContext>,
+        call: Call,
+        req: DescribeGroupsRequest,
+    ) -> Reply<DescribeGroupsResponse> {
+        let ctx: &ShardContext = &ctx;
+        use kafka_protocol::messages::{
+            describe_groups_response::{DescribedGroup, DescribedGroupMember},
+            DescribeGroupsResponse,
+        };
+        let version = call.version();
+        let mut response = DescribeGroupsResponse::default();
+        for group in &req.groups {
+            let mut d = DescribedGroup::default();
+            d.group_id = group.clone();
+            if !ctx.owns_group(group.0.as_str()) {
+                d.error_code = ResponseError::NotCoordinator.code();
+            } else {
+                match ctx.coordinator.members(group.0.as_str()) {
+                    None => {
+                        d.group_state =
+                            StrBytes::from_static_str(if version >= 6 { "Dead" } else { "Empty" })
+                    }
+                    Some((state, protocol_type, protocol, members)) => {
+                        d.group_state = StrBytes::from_static_str(state.kafka_name());
+                        d.protocol_type = str_bytes(&protocol_type);
+                        d.protocol_data = str_bytes(&protocol);
+                        d.members = members
+                            .into_iter()
+                            .map(|(id, instance, client_id, metadata, assignment)| {
+                                let mut m = DescribedGroupMember::default();
+                                m.member_id = str_bytes(&id);
+                                if version >= 4 {
+                                    m.group_instance_id = instance.as_deref().map(str_bytes);
+                                }
+                                m.client_id = str_bytes(&client_id);
+                                m.client_host = StrBytes::from_static_str("/127.0.0.1");
+                                m.member_metadata = metadata;
+                                m.member_assignment = assignment;
+                                m
+                            })
+                            .collect();
+                    }
+                }
+            }
+            response.groups.push(d);
+        }
+        Reply::Respond(response)
+    }
+}

@@ -1,0 +1,94 @@
+//! The one mapping from weir's internal errors to the Kafka error codes clients see, so
+//! the same failure never means two things to two APIs.
+
+use kafka_protocol::ResponseError;
+
+use crate::{
+    shard::context::PartitionError,
+    storage::{producer_state::SequenceError, BatchError, StorageError},
+};
+
+/// An internal error as the Kafka error a client should see.
+pub trait KafkaError {
+    /// The Kafka error.
+    fn kafka_error(&self) -> ResponseError;
+
+    /// Its wire code.
+    fn code(&self) -> i16 {
+        self.kafka_error().code()
+    }
+}
+
+impl KafkaError for BatchError {
+    fn kafka_error(&self) -> ResponseError {
+        match self {
+            BatchError::TooLarge { .. } => ResponseError::MessageTooLarge,
+            BatchError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat,
+            BatchError::Empty => ResponseError::InvalidRequest,
+            _ => ResponseError::CorruptMessage,
+        }
+    }
+}
+
+impl KafkaError for StorageError {
+    fn kafka_error(&self) -> ResponseError {
+        match self {
+            StorageError::InvalidBatch(b) => b.kafka_error(),
+            StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            StorageError::Sequence(SequenceError::OutOfOrder { .. }) => {
+                ResponseError::OutOfOrderSequenceNumber
+            }
+            StorageError::Sequence(SequenceError::StaleEpoch { .. }) => {
+                ResponseError::InvalidProducerEpoch
+            }
+            StorageError::Sequence(SequenceError::DuplicateInPayload { .. }) => {
+                ResponseError::DuplicateSequenceNumber
+            }
+            // Closed while the request waited: the partition was deleted or the shard
+            // is stopping; the client refreshes metadata and retries elsewhere.
+            StorageError::Closed(_) => ResponseError::NotLeaderOrFollower,
+            StorageError::Io { .. }
+            | StorageError::Fenced { .. }
+            | StorageError::Corrupt { .. }
+            | StorageError::OffsetOverflow(_)
+            | StorageError::InvalidConfig(_) => ResponseError::KafkaStorageError,
+        }
+    }
+}
+
+impl KafkaError for PartitionError {
+    fn kafka_error(&self) -> ResponseError {
+        match self {
+            PartitionError::Unknown => ResponseError::UnknownTopicOrPartition,
+            PartitionError::NotOwner => ResponseError::NotLeaderOrFollower,
+            PartitionError::Storage => ResponseError::KafkaStorageError,
+        }
+    }
+}
+
+/// The wire code of a result whose error is already Kafka's: 0 for success.
+pub fn code_of<T>(result: &Result<T, ResponseError>) -> i16 {
+    result.as_ref().err().map_or(0, |e| e.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn a_closed_partition_means_the_same_to_every_api() {
+        let closed = StorageError::Closed(PathBuf::from("t-0"));
+        assert_eq!(closed.kafka_error(), ResponseError::NotLeaderOrFollower);
+        assert_eq!(
+            StorageError::InvalidBatch(BatchError::Empty).kafka_error(),
+            ResponseError::InvalidRequest
+        );
+        assert_eq!(code_of::<()>(&Ok(())), 0);
+        assert_eq!(
+            code_of::<()>(&Err(ResponseError::NotCoordinator)),
+            ResponseError::NotCoordinator.code()
+        );
+    }
+}

@@ -1,0 +1,41 @@
+//! Heartbeat.
+
+use std::rc::Rc;
+
+use kafka_protocol::{
+    messages::{HeartbeatRequest, HeartbeatResponse},
+    ResponseError,
+};
+
+use crate::shard::context::ShardContext;
+
+use super::{Call, Handler, Reply};
+
+/// Heartbeat.
+pub struct Heartbeat;
+
+impl Handler for Heartbeat {
+    type Request = HeartbeatRequest;
+    type Response = HeartbeatResponse;
+
+    async fn answer(
+        ctx: Rc<ShardContext>,
+        _call: Call,
+        req: HeartbeatRequest,
+    ) -> Reply<HeartbeatResponse> {
+        let ctx: &ShardContext = &ctx;
+        let group = req.group_id.0.as_str();
+        let mut response = HeartbeatResponse::default();
+        response.error_code = if ctx.owns_group(group) {
+            ctx.coordinator.heartbeat(
+                group,
+                req.generation_id,
+                req.member_id.as_str(),
+                req.group_instance_id.as_ref().map(|i| i.as_str()),
+            )
+        } else {
+            ResponseError::NotCoordinator.code()
+        };
+        Reply::Respond(response)
+    }
+}

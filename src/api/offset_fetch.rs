@@ -1,0 +1,163 @@
+//! OffsetFetch: one group (v1–7) or a batch of groups (v8), each answered by its own
+//! error code when it is not coordinated here.
+
+use std::rc::Rc;
+
+use kafka_protocol::{
+    messages::{
+        offset_fetch_response::{OffsetFetchResponsePartition, OffsetFetchResponseTopic},
+        OffsetFetchRequest, OffsetFetchResponse,
+    },
+    protocol::StrBytes,
+    ResponseError,
+};
+
+use crate::{
+    group::offset_store::{CommittedOffset, OffsetStoreError},
+    shard::context::ShardContext,
+};
+
+use super::{str_bytes, Call, Handler, Reply};
+
+/// Committed offsets of `group`: of the requested partitions (unknown ones as `None`),
+/// or of every partition the group committed when `topics` is `None`.
+type FetchedOffsets = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
+
+fn lookup(
+    ctx: &ShardContext,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> Result<FetchedOffsets, OffsetStoreError> {
+    let store = ctx.coordinator.store();
+    let mut out: FetchedOffsets = Vec::new();
+    match topics {
+        Some(topics) => {
+            for (topic, partitions) in topics {
+                let mut found = Vec::with_capacity(partitions.len());
+                for p in partitions {
+                    let stored = match u32::try_from(p) {
+                        Ok(p32) => store.fetch(group, &topic, p32)?,
+                        Err(_) => None,
+                    };
+                    found.push((p, stored));
+                }
+                out.push((topic, found));
+            }
+        }
+        None => {
+            for (topic, p, c) in store.fetch_group(group)? {
+                match out.iter_mut().find(|(t, _)| *t == topic) {
+                    Some((_, found)) => found.push((p as i32, Some(c))),
+                    None => out.push((topic, vec![(p as i32, Some(c))])),
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// OffsetFetch: one group (v1–7) or a batch of groups (v8), each answered by its own
+/// error code when it is not coordinated here.
+pub struct OffsetFetch;
+
+impl Handler for OffsetFetch {
+    type Request = OffsetFetchRequest;
+    type Response = OffsetFetchResponse;
+
+    async fn answer(
+        ctx: Rc<ShardContext>,
+        call: Call,
+        req: OffsetFetchRequest,
+    ) -> Reply<OffsetFetchResponse> {
+        let ctx: &ShardContext = &ctx;
+        use kafka_protocol::messages::offset_fetch_response::{
+            OffsetFetchResponseGroup, OffsetFetchResponsePartitions, OffsetFetchResponseTopics,
+        };
+        let version = call.version();
+        let mut response = OffsetFetchResponse::default();
+        let value = |stored: &Option<CommittedOffset>| match stored {
+            Some(c) => (c.offset, c.leader_epoch, str_bytes(&c.metadata)),
+            None => (-1, -1, StrBytes::default()),
+        };
+        if version >= 8 {
+            for g in &req.groups {
+                let mut out = OffsetFetchResponseGroup::default();
+                out.group_id = g.group_id.clone();
+                let group = g.group_id.0.as_str();
+                if !ctx.owns_group(group) {
+                    out.error_code = ResponseError::NotCoordinator.code();
+                    response.groups.push(out);
+                    continue;
+                }
+                let wanted = g.topics.as_ref().map(|ts| {
+                    ts.iter()
+                        .map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone()))
+                        .collect()
+                });
+                match lookup(ctx, group, wanted) {
+                    Ok(found) => {
+                        for (topic, partitions) in found {
+                            let mut t = OffsetFetchResponseTopics::default();
+                            t.name = super::topic_name(&topic);
+                            for (p, stored) in partitions {
+                                let (offset, epoch, metadata) = value(&stored);
+                                let mut r = OffsetFetchResponsePartitions::default();
+                                r.partition_index = p;
+                                r.committed_offset = offset;
+                                r.committed_leader_epoch = epoch;
+                                r.metadata = Some(metadata);
+                                t.partitions.push(r);
+                            }
+                            out.topics.push(t);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(group, error = %e, "offset fetch failed");
+                        out.error_code = ResponseError::KafkaStorageError.code();
+                    }
+                }
+                response.groups.push(out);
+            }
+            return Reply::Respond(response);
+        }
+        let group = req.group_id.0.as_str();
+        if !ctx.owns_group(group) {
+            if version >= 2 {
+                response.error_code = ResponseError::NotCoordinator.code();
+            }
+            return Reply::Respond(response);
+        }
+        let wanted = req.topics.as_ref().map(|ts| {
+            ts.iter()
+                .map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone()))
+                .collect()
+        });
+        match lookup(ctx, group, wanted) {
+            Ok(found) => {
+                for (topic, partitions) in found {
+                    let mut t = OffsetFetchResponseTopic::default();
+                    t.name = super::topic_name(&topic);
+                    for (p, stored) in partitions {
+                        let (offset, epoch, metadata) = value(&stored);
+                        let mut r = OffsetFetchResponsePartition::default();
+                        r.partition_index = p;
+                        r.committed_offset = offset;
+                        if version >= 5 {
+                            r.committed_leader_epoch = epoch;
+                        }
+                        r.metadata = Some(metadata);
+                        t.partitions.push(r);
+                    }
+                    response.topics.push(t);
+                }
+            }
+            Err(e) => {
+                tracing::error!(group, error = %e, "offset fetch failed");
+                if version >= 2 {
+                    response.error_code = ResponseError::KafkaStorageError.code();
+                }
+            }
+        }
+        Reply::Respond(response)
+    }
+}

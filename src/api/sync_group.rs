@@ -1,0 +1,57 @@
+//! SyncGroup.
+
+use std::rc::Rc;
+
+use kafka_protocol::{
+    messages::{SyncGroupRequest, SyncGroupResponse},
+    ResponseError,
+};
+
+use crate::shard::context::ShardContext;
+
+use super::{str_bytes, Call, Handler, Reply};
+
+/// SyncGroup.
+pub struct SyncGroup;
+
+impl Handler for SyncGroup {
+    type Request = SyncGroupRequest;
+    type Response = SyncGroupResponse;
+
+    async fn answer(
+        ctx: Rc<ShardContext>,
+        call: Call,
+        req: SyncGroupRequest,
+    ) -> Reply<SyncGroupResponse> {
+        let ctx: &ShardContext = &ctx;
+        let version = call.version();
+        let group = req.group_id.0.as_str();
+        let mut response = SyncGroupResponse::default();
+        if !ctx.owns_group(group) {
+            response.error_code = ResponseError::NotCoordinator.code();
+            return Reply::Respond(response);
+        }
+        let assignments = req
+            .assignments
+            .iter()
+            .map(|a| (a.member_id.as_str().to_string(), a.assignment.clone()))
+            .collect();
+        let result = ctx
+            .coordinator
+            .sync(
+                group,
+                req.generation_id,
+                req.member_id.as_str(),
+                req.group_instance_id.as_ref().map(|i| i.as_str()),
+                assignments,
+            )
+            .await;
+        response.error_code = result.error;
+        response.assignment = result.assignment;
+        if version >= 5 {
+            response.protocol_type = result.protocol_type.as_deref().map(str_bytes);
+            response.protocol_name = result.protocol_name.as_deref().map(str_bytes);
+        }
+        Reply::Respond(response)
+    }
+}
