@@ -8,7 +8,7 @@ use crate::shard::context::ShardContext;
 
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
-use super::{Call, Handler, Reply};
+use super::{error_code::code_of, Call, Handler, Reply};
 
 /// DeleteGroups: removes empty groups and their committed offsets.
 pub struct DeleteGroups;
@@ -31,7 +31,7 @@ impl Handler for DeleteGroups {
             let mut r = DeletableGroupResult::default();
             r.group_id = group.clone();
             r.error_code = if ctx.owns_group(group.0.as_str()) {
-                ctx.coordinator.delete(group.0.as_str()).await
+                code_of(&ctx.coordinator.delete(group.0.as_str()).await)
             } else {
                 ResponseError::NotCoordinator.code()
             };

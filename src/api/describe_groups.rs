@@ -40,22 +40,24 @@ impl Handler for DescribeGroups {
                         d.group_state =
                             StrBytes::from_static_str(if version >= 6 { "Dead" } else { "Empty" })
                     }
-                    Some((state, protocol_type, protocol, members)) => {
-                        d.group_state = StrBytes::from_static_str(state.kafka_name());
-                        d.protocol_type = str_bytes(&protocol_type);
-                        d.protocol_data = str_bytes(&protocol);
-                        d.members = members
+                    Some(described) => {
+                        d.group_state = StrBytes::from_static_str(described.state.kafka_name());
+                        d.protocol_type = str_bytes(&described.protocol_type);
+                        d.protocol_data = str_bytes(&described.protocol);
+                        d.members = described
+                            .members
                             .into_iter()
-                            .map(|(id, instance, client_id, metadata, assignment)| {
+                            .map(|member| {
                                 let mut m = DescribedGroupMember::default();
-                                m.member_id = str_bytes(&id);
+                                m.member_id = str_bytes(&member.member_id);
                                 if version >= 4 {
-                                    m.group_instance_id = instance.as_deref().map(str_bytes);
+                                    m.group_instance_id =
+                                        member.instance_id.as_deref().map(str_bytes);
                                 }
-                                m.client_id = str_bytes(&client_id);
+                                m.client_id = str_bytes(&member.client_id);
                                 m.client_host = StrBytes::from_static_str("/127.0.0.1");
-                                m.member_metadata = metadata;
-                                m.member_assignment = assignment;
+                                m.member_metadata = member.metadata;
+                                m.member_assignment = member.assignment;
                                 m
                             })
                             .collect();

@@ -9,7 +9,7 @@ use kafka_protocol::{
 
 use crate::shard::context::ShardContext;
 
-use super::{Call, Handler, Reply};
+use super::{error_code::code_of, Call, Handler, Reply};
 
 /// Heartbeat.
 pub struct Heartbeat;
@@ -27,12 +27,12 @@ impl Handler for Heartbeat {
         let group = req.group_id.0.as_str();
         let mut response = HeartbeatResponse::default();
         response.error_code = if ctx.owns_group(group) {
-            ctx.coordinator.heartbeat(
+            code_of(&ctx.coordinator.heartbeat(
                 group,
                 req.generation_id,
                 req.member_id.as_str(),
                 req.group_instance_id.as_ref().map(|i| i.as_str()),
-            )
+            ))
         } else {
             ResponseError::NotCoordinator.code()
         };

@@ -8,7 +8,7 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{group::coordinator::JoinRequest, shard::context::ShardContext};
+use crate::{group::state::JoinRequest, shard::context::ShardContext};
 
 use super::{str_bytes, Call, Handler, Reply};
 
@@ -60,7 +60,7 @@ impl Handler for JoinGroup {
                 require_known_member_id: version >= 4,
             })
             .await;
-        response.error_code = result.error;
+        response.error_code = result.error.map_or(0, |e| e.code());
         response.generation_id = result.generation;
         response.member_id = str_bytes(&result.member_id);
         response.leader = str_bytes(&result.leader);

@@ -9,7 +9,7 @@ use kafka_protocol::{
 
 use crate::shard::context::ShardContext;
 
-use super::{Call, Handler, Reply};
+use super::{error_code::code_of, Call, Handler, Reply};
 
 /// LeaveGroup, for one member (v0–2) or several (v3+).
 pub struct LeaveGroup;
@@ -46,14 +46,15 @@ impl Handler for LeaveGroup {
                     let mut r = MemberResponse::default();
                     r.member_id = m.member_id.clone();
                     r.group_instance_id = m.group_instance_id.clone();
-                    r.error_code = code;
+                    r.error_code = code_of(&code);
                     r
                 })
                 .collect();
         } else {
-            response.error_code = ctx
-                .coordinator
-                .leave(group, &[req.member_id.as_str().to_string()])[0];
+            response.error_code = code_of(
+                &ctx.coordinator
+                    .leave(group, &[req.member_id.as_str().to_string()])[0],
+            );
         }
         Reply::Respond(response)
     }

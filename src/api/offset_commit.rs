@@ -12,7 +12,7 @@ use kafka_protocol::{
 
 use crate::{group::offset_store::CommittedOffset, shard::context::ShardContext};
 
-use super::{Call, Handler, Reply};
+use super::{error_code::code_of, Call, Handler, Reply};
 
 /// OffsetCommit, answered once durable.
 pub struct OffsetCommit;
@@ -66,7 +66,7 @@ impl Handler for OffsetCommit {
                 )
                 .await
         } else {
-            vec![ResponseError::NotCoordinator.code(); offsets.len()]
+            vec![Err(ResponseError::NotCoordinator); offsets.len()]
         };
         let mut response = OffsetCommitResponse::default();
         let mut push = |name: &str, partition: i32, code: i16| {
@@ -88,7 +88,7 @@ impl Handler for OffsetCommit {
             }
         };
         for ((topic, partition, _), code) in offsets.iter().zip(codes) {
-            push(topic, *partition as i32, code);
+            push(topic, *partition as i32, code_of(&code));
         }
         for (topic, partition) in invalid {
             push(

@@ -46,7 +46,7 @@ impl Handler for SyncGroup {
                 assignments,
             )
             .await;
-        response.error_code = result.error;
+        response.error_code = result.error.map_or(0, |e| e.code());
         response.assignment = result.assignment;
         if version >= 5 {
             response.protocol_type = result.protocol_type.as_deref().map(str_bytes);

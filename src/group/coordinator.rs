@@ -1,379 +1,38 @@
 //! The consumer-group coordinator of one shard: the classic Kafka group protocol
 //! (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) over the groups placement gives this
-//! shard, and offset commits through the [`OffsetStore`].
+//! shard — each group a [`super::state::Group`] state machine — and offset commits
+//! through the [`OffsetStore`].
 //!
-//! States, as in Kafka: `Empty` (no members) → `PreparingRebalance` (members rejoin;
-//! JoinGroup requests wait) → `CompletingRebalance` (joined; the leader's SyncGroup
-//! carries the assignment) → `Stable`. A rebalance completes when every member has
-//! rejoined or the rebalance timeout passes (members that did not rejoin are removed).
-//! Members that stop heartbeating for their session timeout are removed. New members
-//! first get MEMBER_ID_REQUIRED with an id to rejoin with (JoinGroup v4+).
+//! A rebalance completes when every member has rejoined or the rebalance timeout passes
+//! (members that did not rejoin are removed). Members that stop heartbeating for their
+//! session timeout are removed. New members first get MEMBER_ID_REQUIRED with an id to
+//! rejoin with (JoinGroup v4+).
 //!
 //! Offset commits from members are fenced by generation; commits with generation -1
 //! (simple consumers, reset tools) are accepted only while the group has no members.
 //! A commit is answered after it is durable: LMDB writes run on the blocking pool and
-//! share one fsync per batch ([`OffsetSyncer`]).
+//! share one fsync per batch ([`OffsetSyncer`]). Every refusal is a Kafka error.
 
 use std::{
     cell::RefCell,
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, HashMap},
     rc::Rc,
     sync::Arc,
     time::{Duration, Instant},
 };
 
 use bytes::Bytes;
-use glommio::channels::local_channel::{self, LocalSender};
+use glommio::channels::local_channel;
 use kafka_protocol::ResponseError;
 
-use super::offset_store::{CommitOutcome, CommittedOffset, Fence, OffsetStore};
-
-/// Shortest session timeout a member may ask for.
-pub const SESSION_TIMEOUT_MIN: Duration = Duration::from_millis(1000);
-/// Longest session timeout a member may ask for.
-pub const SESSION_TIMEOUT_MAX: Duration = Duration::from_secs(1800);
-/// Most members one group may have.
-pub const MEMBERS_MAX: usize = 1000;
-
-/// A group's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GroupState {
-    /// No members.
-    Empty,
-    /// Waiting for members to (re)join.
-    PreparingRebalance,
-    /// Joined; waiting for the leader's assignment.
-    CompletingRebalance,
-    /// Assigned and running.
-    Stable,
-}
-
-impl GroupState {
-    /// Kafka's name for the state (DescribeGroups, ListGroups).
-    pub fn kafka_name(self) -> &'static str {
-        match self {
-            GroupState::Empty => "Empty",
-            GroupState::PreparingRebalance => "PreparingRebalance",
-            GroupState::CompletingRebalance => "CompletingRebalance",
-            GroupState::Stable => "Stable",
-        }
-    }
-}
-
-/// What a JoinGroup gets back.
-#[derive(Debug, Clone, Default)]
-pub struct JoinResult {
-    /// Kafka error code.
-    pub error: i16,
-    /// The new generation.
-    pub generation: i32,
-    /// The group's protocol type.
-    pub protocol_type: Option<String>,
-    /// The chosen protocol (assignor).
-    pub protocol_name: Option<String>,
-    /// The leader's member id.
-    pub leader: String,
-    /// This member's id.
-    pub member_id: String,
-    /// For the leader: every member with its metadata for the chosen protocol.
-    pub members: Vec<(String, Option<String>, Bytes)>,
-}
-
-/// What a SyncGroup gets back.
-#[derive(Debug, Clone, Default)]
-pub struct SyncResult {
-    /// Kafka error code.
-    pub error: i16,
-    /// This member's assignment.
-    pub assignment: Bytes,
-    /// The group's protocol type.
-    pub protocol_type: Option<String>,
-    /// The chosen protocol.
-    pub protocol_name: Option<String>,
-}
-
-/// A JoinGroup request's fields.
-#[derive(Debug, Clone)]
-pub struct JoinRequest {
-    /// The group.
-    pub group: String,
-    /// The member id, empty for a new member.
-    pub member_id: String,
-    /// Static membership id.
-    pub group_instance_id: Option<String>,
-    /// The client id, used to name new members.
-    pub client_id: String,
-    /// Session timeout.
-    pub session_timeout: Duration,
-    /// Rebalance timeout.
-    pub rebalance_timeout: Duration,
-    /// Protocol type ("consumer").
-    pub protocol_type: String,
-    /// Supported protocols in preference order, with metadata.
-    pub protocols: Vec<(String, Bytes)>,
-    /// Whether the client understands MEMBER_ID_REQUIRED (v4+).
-    pub require_known_member_id: bool,
-}
-
-struct Member {
-    client_id: String,
-    instance_id: Option<String>,
-    session_timeout: Duration,
-    rebalance_timeout: Duration,
-    protocols: Vec<(String, Bytes)>,
-    assignment: Bytes,
-    last_seen: Instant,
-    join_reply: Option<LocalSender<JoinResult>>,
-    sync_reply: Option<LocalSender<SyncResult>>,
-}
-
-struct Group {
-    state: GroupState,
-    generation: i32,
-    protocol_type: Option<String>,
-    protocol: Option<String>,
-    leader: Option<String>,
-    members: BTreeMap<String, Member>,
-    pending: HashSet<String>,
-    /// Static members: `group.instance.id` → current member id.
-    static_members: HashMap<String, String>,
-    rebalance_deadline: Option<Instant>,
-}
-
-impl Group {
-    fn new() -> Group {
-        Group {
-            state: GroupState::Empty,
-            generation: 0,
-            protocol_type: None,
-            protocol: None,
-            leader: None,
-            members: BTreeMap::new(),
-            pending: HashSet::new(),
-            static_members: HashMap::new(),
-            rebalance_deadline: None,
-        }
-    }
-
-    fn prepare_rebalance(&mut self, now: Instant) {
-        if self.state == GroupState::PreparingRebalance {
-            return;
-        }
-        // Syncs waiting for an assignment of the old generation will not get one.
-        for m in self.members.values_mut() {
-            if let Some(reply) = m.sync_reply.take() {
-                let _ = reply.try_send(SyncResult {
-                    error: ResponseError::RebalanceInProgress.code(),
-                    ..SyncResult::default()
-                });
-            }
-        }
-        let timeout = self
-            .members
-            .values()
-            .map(|m| m.rebalance_timeout)
-            .max()
-            .unwrap_or(Duration::ZERO);
-        self.state = GroupState::PreparingRebalance;
-        self.rebalance_deadline = Some(now + timeout);
-    }
-
-    fn all_rejoined(&self) -> bool {
-        self.members.values().all(|m| m.join_reply.is_some())
-    }
-
-    /// Ends the join phase: members that did not rejoin are dropped, the generation
-    /// moves on, a protocol every member supports is chosen, and every waiting
-    /// JoinGroup is answered (the leader with the member list).
-    fn complete_join(&mut self) {
-        self.members.retain(|_, m| m.join_reply.is_some());
-        self.generation += 1;
-        self.rebalance_deadline = None;
-        if self.members.is_empty() {
-            self.state = GroupState::Empty;
-            self.leader = None;
-            self.protocol = None;
-            self.protocol_type = None;
-            return;
-        }
-        self.protocol = self.choose_protocol();
-        if !self
-            .leader
-            .as_ref()
-            .is_some_and(|l| self.members.contains_key(l))
-        {
-            self.leader = self.members.keys().next().cloned();
-        }
-        self.state = GroupState::CompletingRebalance;
-        let leader = self.leader.clone().unwrap_or_default();
-        let protocol = self.protocol.clone();
-        let metadata = self.member_metadata();
-        for (id, m) in self.members.iter_mut() {
-            m.assignment = Bytes::new();
-            if let Some(reply) = m.join_reply.take() {
-                let _ = reply.try_send(JoinResult {
-                    error: 0,
-                    generation: self.generation,
-                    protocol_type: self.protocol_type.clone(),
-                    protocol_name: protocol.clone(),
-                    leader: leader.clone(),
-                    member_id: id.clone(),
-                    members: if *id == leader {
-                        metadata.clone()
-                    } else {
-                        Vec::new()
-                    },
-                });
-            }
-        }
-    }
-
-    /// Every member with its instance id and its metadata for the chosen protocol: what
-    /// the leader's JoinGroup response carries.
-    fn member_metadata(&self) -> Vec<(String, Option<String>, Bytes)> {
-        self.members
-            .iter()
-            .map(|(id, m)| {
-                let meta = m
-                    .protocols
-                    .iter()
-                    .find(|(name, _)| Some(name) == self.protocol.as_ref())
-                    .map(|(_, meta)| meta.clone())
-                    .unwrap_or_default();
-                (id.clone(), m.instance_id.clone(), meta)
-            })
-            .collect()
-    }
-
-    /// The protocol with the most votes, each member voting for its first choice among
-    /// the protocols every member supports (Kafka's rule).
-    fn choose_protocol(&self) -> Option<String> {
-        let mut candidates: Option<HashSet<&String>> = None;
-        for m in self.members.values() {
-            let mine: HashSet<&String> = m.protocols.iter().map(|(n, _)| n).collect();
-            candidates = Some(match candidates {
-                None => mine,
-                Some(c) => c.intersection(&mine).copied().collect(),
-            });
-        }
-        let candidates = candidates?;
-        let mut votes: BTreeMap<&String, usize> = BTreeMap::new();
-        for m in self.members.values() {
-            if let Some((name, _)) = m.protocols.iter().find(|(n, _)| candidates.contains(n)) {
-                *votes.entry(name).or_default() += 1;
-            }
-        }
-        votes
-            .into_iter()
-            .max_by_key(|(_, v)| *v)
-            .map(|(n, _)| n.clone())
-    }
-
-    /// True when `instance` belongs to a static member other than `member_id`: the
-    /// caller is an older incarnation of a restarted static member.
-    fn fenced(&self, instance: Option<&str>, member_id: &str) -> bool {
-        instance
-            .and_then(|i| self.static_members.get(i))
-            .is_some_and(|current| current != member_id)
-    }
-
-    fn remove_member(&mut self, id: &str, now: Instant) {
-        self.static_members.retain(|_, m| m != id);
-        if let Some(m) = self.members.remove(id) {
-            if let Some(reply) = m.join_reply {
-                let _ = reply.try_send(JoinResult {
-                    error: ResponseError::UnknownMemberId.code(),
-                    ..JoinResult::default()
-                });
-            }
-        }
-        match self.state {
-            GroupState::PreparingRebalance => {
-                if self.all_rejoined() {
-                    self.complete_join();
-                }
-            }
-            _ if self.members.is_empty() => {
-                self.state = GroupState::Empty;
-                self.generation += 1;
-                self.leader = None;
-            }
-            _ => self.prepare_rebalance(now),
-        }
-    }
-}
-
-/// Batches fsyncs of the offset store: a sync started after a commit's write covers it,
-/// and commits that arrive while one runs share the next.
-pub struct OffsetSyncer {
-    store: Arc<OffsetStore>,
-    state: RefCell<SyncerState>,
-}
-
-#[derive(Default)]
-struct SyncerState {
-    requested: u64,
-    completed: u64,
-    running: bool,
-    waiters: Vec<std::task::Waker>,
-}
-
-impl OffsetSyncer {
-    /// Resolves once a sync that started after this call has completed.
-    pub async fn sync(&self) -> Result<(), String> {
-        let ticket = {
-            let mut s = self.state.borrow_mut();
-            s.requested += 1;
-            s.requested
-        };
-        loop {
-            let start = {
-                let mut s = self.state.borrow_mut();
-                if s.completed >= ticket {
-                    return Ok(());
-                }
-                if s.running {
-                    None
-                } else {
-                    s.running = true;
-                    Some(s.requested)
-                }
-            };
-            match start {
-                Some(target) => {
-                    let store = Arc::clone(&self.store);
-                    let result = glommio::executor()
-                        .spawn_blocking(move || store.sync())
-                        .await;
-                    let waiters = {
-                        let mut s = self.state.borrow_mut();
-                        s.running = false;
-                        if result.is_ok() {
-                            s.completed = s.completed.max(target);
-                        }
-                        std::mem::take(&mut s.waiters)
-                    };
-                    for w in waiters {
-                        w.wake();
-                    }
-                    result.map_err(|e| e.to_string())?;
-                }
-                None => {
-                    std::future::poll_fn(|cx| {
-                        let mut s = self.state.borrow_mut();
-                        if s.running {
-                            s.waiters.push(cx.waker().clone());
-                            std::task::Poll::Pending
-                        } else {
-                            std::task::Poll::Ready(())
-                        }
-                    })
-                    .await
-                }
-            }
-        }
-    }
-}
+use super::{
+    offset_store::{CommitOutcome, CommittedOffset, Fence, OffsetStore},
+    offset_syncer::OffsetSyncer,
+    state::{
+        DescribedGroup, Group, GroupState, JoinRequest, JoinResult, Member, SyncResult,
+        MEMBERS_MAX, SESSION_TIMEOUT_MAX, SESSION_TIMEOUT_MIN,
+    },
+};
 
 /// One shard's coordinator. `!Send`.
 pub struct Coordinator {
@@ -391,10 +50,7 @@ impl Coordinator {
     pub fn new(store: Arc<OffsetStore>) -> Rc<Coordinator> {
         Rc::new(Coordinator {
             groups: RefCell::new(HashMap::new()),
-            syncer: OffsetSyncer {
-                store: Arc::clone(&store),
-                state: RefCell::new(SyncerState::default()),
-            },
+            syncer: OffsetSyncer::new(Arc::clone(&store)),
             store,
             next_member: RefCell::new(0),
         })
@@ -415,22 +71,7 @@ impl Coordinator {
     pub fn expire(&self, now: Instant) {
         let mut groups = self.groups.borrow_mut();
         for (id, g) in groups.iter_mut() {
-            if g.state == GroupState::PreparingRebalance
-                && g.rebalance_deadline.is_some_and(|d| d <= now)
-            {
-                tracing::info!(group = %id, "rebalance timeout: dropping members that did not rejoin");
-                g.complete_join();
-            }
-            let expired: Vec<String> = g
-                .members
-                .iter()
-                .filter(|(_, m)| m.join_reply.is_none() && m.last_seen + m.session_timeout <= now)
-                .map(|(k, _)| k.clone())
-                .collect();
-            for member in expired {
-                tracing::info!(group = %id, %member, "session expired");
-                g.remove_member(&member, now);
-            }
+            g.expire(id, now);
         }
     }
 
@@ -449,7 +90,7 @@ impl Coordinator {
     pub async fn join(&self, req: JoinRequest) -> JoinResult {
         let now = Instant::now();
         let fail = |e: ResponseError, member_id: String| JoinResult {
-            error: e.code(),
+            error: Some(e),
             member_id,
             generation: -1,
             ..JoinResult::default()
@@ -475,44 +116,16 @@ impl Coordinator {
                 let current = g.static_members.get(instance).cloned();
                 match current {
                     Some(current) if member_id.is_empty() => {
-                        // A static member restarted: it takes over its old identity
-                        // and assignment under a new member id, without a rebalance.
                         let fresh = self.new_member_id(&req.client_id, now);
-                        if let Some(mut m) = g.members.remove(&current) {
-                            if let Some(old) = m.join_reply.take() {
-                                let _ = old.try_send(JoinResult {
-                                    error: ResponseError::FencedInstanceId.code(),
-                                    ..JoinResult::default()
-                                });
-                            }
-                            m.last_seen = now;
-                            m.protocols = req.protocols.clone();
-                            g.members.insert(fresh.clone(), m);
-                        }
-                        g.static_members.insert(instance.to_string(), fresh.clone());
-                        let was_leader = g.leader.as_deref() == Some(current.as_str());
-                        if was_leader {
-                            g.leader = Some(fresh.clone());
-                        }
+                        let was_leader = g.replace_static_member(
+                            instance,
+                            &current,
+                            &fresh,
+                            &req.protocols,
+                            now,
+                        );
                         if g.state == GroupState::Stable {
-                            // Kafka answers a rejoining static member with the current
-                            // generation; a rejoining leader also gets the member list,
-                            // and the assignment its SyncGroup sends is ignored (the group
-                            // is Stable, so SyncGroup returns the stored assignments).
-                            let members = if was_leader {
-                                g.member_metadata()
-                            } else {
-                                Vec::new()
-                            };
-                            return JoinResult {
-                                error: 0,
-                                generation: g.generation,
-                                protocol_type: g.protocol_type.clone(),
-                                protocol_name: g.protocol.clone(),
-                                leader: g.leader.clone().unwrap_or_default(),
-                                member_id: fresh,
-                                members,
-                            };
+                            return g.stable_rejoin(fresh, was_leader);
                         }
                         member_id = fresh;
                     }
@@ -564,7 +177,7 @@ impl Coordinator {
             member.last_seen = now;
             if let Some(old) = member.join_reply.replace(tx) {
                 let _ = old.try_send(JoinResult {
-                    error: ResponseError::UnknownMemberId.code(),
+                    error: Some(ResponseError::UnknownMemberId),
                     ..JoinResult::default()
                 });
             }
@@ -576,7 +189,7 @@ impl Coordinator {
             rx
         };
         rx.recv().await.unwrap_or(JoinResult {
-            error: ResponseError::UnknownMemberId.code(),
+            error: Some(ResponseError::UnknownMemberId),
             ..JoinResult::default()
         })
     }
@@ -591,7 +204,7 @@ impl Coordinator {
         assignments: Vec<(String, Bytes)>,
     ) -> SyncResult {
         let error = |e: ResponseError| SyncResult {
-            error: e.code(),
+            error: Some(e),
             ..SyncResult::default()
         };
         let rx = {
@@ -615,7 +228,7 @@ impl Coordinator {
                 }
                 GroupState::Stable => {
                     return SyncResult {
-                        error: 0,
+                        error: None,
                         assignment: member.assignment.clone(),
                         protocol_type: g.protocol_type.clone(),
                         protocol_name: g.protocol.clone(),
@@ -636,7 +249,7 @@ impl Coordinator {
                 for m in g.members.values_mut() {
                     if let Some(reply) = m.sync_reply.take() {
                         let _ = reply.try_send(SyncResult {
-                            error: 0,
+                            error: None,
                             assignment: m.assignment.clone(),
                             protocol_type: ptype.clone(),
                             protocol_name: pname.clone(),
@@ -647,7 +260,7 @@ impl Coordinator {
             rx
         };
         rx.recv().await.unwrap_or(SyncResult {
-            error: ResponseError::RebalanceInProgress.code(),
+            error: Some(ResponseError::RebalanceInProgress),
             ..SyncResult::default()
         })
     }
@@ -659,37 +272,37 @@ impl Coordinator {
         generation: i32,
         member_id: &str,
         instance: Option<&str>,
-    ) -> i16 {
+    ) -> Result<(), ResponseError> {
         let mut groups = self.groups.borrow_mut();
         let Some(g) = groups.get_mut(group) else {
-            return ResponseError::UnknownMemberId.code();
+            return Err(ResponseError::UnknownMemberId);
         };
         if g.fenced(instance, member_id) {
-            return ResponseError::FencedInstanceId.code();
+            return Err(ResponseError::FencedInstanceId);
         }
         let state = g.state;
         let current = g.generation;
         let Some(member) = g.members.get_mut(member_id) else {
-            return ResponseError::UnknownMemberId.code();
+            return Err(ResponseError::UnknownMemberId);
         };
         member.last_seen = Instant::now();
         if generation != current {
-            return ResponseError::IllegalGeneration.code();
+            return Err(ResponseError::IllegalGeneration);
         }
         match state {
-            GroupState::PreparingRebalance => ResponseError::RebalanceInProgress.code(),
-            _ => 0,
+            GroupState::PreparingRebalance => Err(ResponseError::RebalanceInProgress),
+            _ => Ok(()),
         }
     }
 
     /// LeaveGroup: removes members; the rest rebalance.
-    pub fn leave(&self, group: &str, member_ids: &[String]) -> Vec<i16> {
+    pub fn leave(&self, group: &str, member_ids: &[String]) -> Vec<Result<(), ResponseError>> {
         let now = Instant::now();
         let mut groups = self.groups.borrow_mut();
         let Some(g) = groups.get_mut(group) else {
             return member_ids
                 .iter()
-                .map(|_| ResponseError::UnknownMemberId.code())
+                .map(|_| Err(ResponseError::UnknownMemberId))
                 .collect();
         };
         member_ids
@@ -697,9 +310,9 @@ impl Coordinator {
             .map(|id| {
                 if g.members.contains_key(id) {
                     g.remove_member(id, now);
-                    0
+                    Ok(())
                 } else {
-                    ResponseError::UnknownMemberId.code()
+                    Err(ResponseError::UnknownMemberId)
                 }
             })
             .collect()
@@ -714,7 +327,7 @@ impl Coordinator {
         member_id: &str,
         instance: Option<&str>,
         offsets: Vec<OffsetToCommit>,
-    ) -> Vec<i16> {
+    ) -> Vec<Result<(), ResponseError>> {
         let fence = {
             let mut groups = self.groups.borrow_mut();
             if groups
@@ -723,7 +336,7 @@ impl Coordinator {
             {
                 return offsets
                     .iter()
-                    .map(|_| ResponseError::FencedInstanceId.code())
+                    .map(|_| Err(ResponseError::FencedInstanceId))
                     .collect();
             }
             let g = groups.get_mut(group);
@@ -754,7 +367,7 @@ impl Coordinator {
             };
             match check {
                 Ok(f) => f,
-                Err(e) => return offsets.iter().map(|_| e.code()).collect(),
+                Err(e) => return offsets.iter().map(|_| Err(e)).collect(),
             }
         };
         let store = Arc::clone(&self.store);
@@ -773,17 +386,17 @@ impl Coordinator {
             Ok(o) => o,
             Err(e) => {
                 tracing::error!(group, error = %e, "offset commit failed");
-                return vec![ResponseError::KafkaStorageError.code(); n];
+                return vec![Err(ResponseError::KafkaStorageError); n];
             }
         };
         if let Err(e) = self.syncer.sync().await {
             tracing::error!(group, error = %e, "offset sync failed");
-            return vec![ResponseError::KafkaStorageError.code(); n];
+            return vec![Err(ResponseError::KafkaStorageError); n];
         }
         outcomes
             .iter()
             .map(|o| match o {
-                CommitOutcome::Applied | CommitOutcome::Unchanged => 0,
+                CommitOutcome::Applied | CommitOutcome::Unchanged => Ok(()),
             })
             .collect()
     }
@@ -808,55 +421,19 @@ impl Coordinator {
         out.into_iter().map(|(id, (t, s))| (id, t, s)).collect()
     }
 
-    /// A group's state, protocol type, chosen protocol and members (id, instance id,
-    /// client id, metadata for the chosen protocol, assignment).
-    #[allow(clippy::type_complexity)]
-    pub fn members(
-        &self,
-        group: &str,
-    ) -> Option<(
-        GroupState,
-        String,
-        String,
-        Vec<(String, Option<String>, String, Bytes, Bytes)>,
-    )> {
-        let groups = self.groups.borrow();
-        let g = groups.get(group)?;
-        let protocol = g.protocol.clone().unwrap_or_default();
-        let members = g
-            .members
-            .iter()
-            .map(|(id, m)| {
-                let meta = m
-                    .protocols
-                    .iter()
-                    .find(|(n, _)| *n == protocol)
-                    .map(|(_, b)| b.clone())
-                    .unwrap_or_default();
-                (
-                    id.clone(),
-                    m.instance_id.clone(),
-                    m.client_id.clone(),
-                    meta,
-                    m.assignment.clone(),
-                )
-            })
-            .collect();
-        Some((
-            g.state,
-            g.protocol_type.clone().unwrap_or_default(),
-            protocol,
-            members,
-        ))
+    /// A group's state, protocol type, chosen protocol and members (see
+    /// [`Group::described`]).
+    pub fn members(&self, group: &str) -> Option<DescribedGroup> {
+        self.groups.borrow().get(group).map(Group::described)
     }
 
     /// Deletes a group with no members and its committed offsets.
-    pub async fn delete(&self, group: &str) -> i16 {
+    pub async fn delete(&self, group: &str) -> Result<(), ResponseError> {
         {
             let mut groups = self.groups.borrow_mut();
             if let Some(g) = groups.get(group) {
                 if !g.members.is_empty() {
-                    return ResponseError::NonEmptyGroup.code();
+                    return Err(ResponseError::NonEmptyGroup);
                 }
                 groups.remove(group);
             }
@@ -867,14 +444,14 @@ impl Coordinator {
             .spawn_blocking(move || store.delete_group(&id))
             .await
         {
-            Ok(0) => ResponseError::GroupIdNotFound.code(),
-            Ok(_) => match self.syncer.sync().await {
-                Ok(()) => 0,
-                Err(_) => ResponseError::KafkaStorageError.code(),
-            },
+            Ok(0) => Err(ResponseError::GroupIdNotFound),
+            Ok(_) => self.syncer.sync().await.map_err(|e| {
+                tracing::error!(group, error = %e, "offset sync failed");
+                ResponseError::KafkaStorageError
+            }),
             Err(e) => {
                 tracing::error!(group, error = %e, "deleting group offsets failed");
-                ResponseError::KafkaStorageError.code()
+                Err(ResponseError::KafkaStorageError)
             }
         }
     }
@@ -930,7 +507,7 @@ mod tests {
     /// Joins a new member: MEMBER_ID_REQUIRED, then the real join.
     async fn join_new(c: &Rc<Coordinator>) -> JoinResult {
         let first = c.join(join_req("")).await;
-        assert_eq!(first.error, ResponseError::MemberIdRequired.code());
+        assert_eq!(first.error, Some(ResponseError::MemberIdRequired));
         c.join(join_req(&first.member_id)).await
     }
 
@@ -943,7 +520,7 @@ mod tests {
             let a = join_new(&c).await;
             assert_eq!(
                 (a.error, a.generation, a.leader.as_str()),
-                (0, 1, a.member_id.as_str())
+                (None, 1, a.member_id.as_str())
             );
             assert_eq!(a.members.len(), 1, "the leader gets the member list");
             let s = c
@@ -955,11 +532,11 @@ mod tests {
                     vec![(a.member_id.clone(), Bytes::from_static(b"all"))],
                 )
                 .await;
-            assert_eq!((s.error, &s.assignment[..]), (0, &b"all"[..]));
+            assert_eq!((s.error, &s.assignment[..]), (None, &b"all"[..]));
             assert_eq!(c.describe("g").map(|d| d.0), Some(GroupState::Stable));
             assert_eq!(
                 c.commit("g", 1, &a.member_id, None, offset(10)).await,
-                vec![0]
+                vec![Ok(())]
             );
 
             // b joins: a must rejoin; until it does, a's heartbeat says rebalance.
@@ -968,18 +545,18 @@ mod tests {
             glommio::timer::sleep(Duration::from_millis(10)).await;
             assert_eq!(
                 c.heartbeat("g", 1, &a.member_id, None),
-                ResponseError::RebalanceInProgress.code()
+                Err(ResponseError::RebalanceInProgress)
             );
             assert_eq!(
                 c.commit("g", 1, &a.member_id, None, offset(20)).await,
-                vec![ResponseError::RebalanceInProgress.code()]
+                vec![Err(ResponseError::RebalanceInProgress)]
             );
             let a2 = c.join(join_req(&a.member_id)).await;
             let b = b_join.await;
             assert_eq!((a2.generation, b.generation), (2, 2));
             assert_eq!(
                 c.commit("g", 1, &a.member_id, None, offset(30)).await,
-                vec![ResponseError::IllegalGeneration.code()],
+                vec![Err(ResponseError::IllegalGeneration)],
                 "generation 1 is fenced"
             );
             assert_eq!(
@@ -988,7 +565,7 @@ mod tests {
             );
             assert_eq!(
                 c.commit("g", -1, "", None, offset(0)).await,
-                vec![ResponseError::UnknownMemberId.code()],
+                vec![Err(ResponseError::UnknownMemberId)],
                 "no resets while the group has members"
             );
         });
@@ -1004,7 +581,7 @@ mod tests {
             c.sync("g", 1, &a.member_id, None, vec![]).await;
             assert_eq!(
                 c.commit("g", 1, &a.member_id, None, offset(50)).await,
-                vec![0]
+                vec![Ok(())]
             );
             c.expire(Instant::now() + Duration::from_secs(11));
             assert_eq!(
@@ -1013,11 +590,11 @@ mod tests {
             );
             assert_eq!(
                 c.heartbeat("g", 1, &a.member_id, None),
-                ResponseError::UnknownMemberId.code()
+                Err(ResponseError::UnknownMemberId)
             );
             assert_eq!(
                 c.commit("g", -1, "", None, offset(5)).await,
-                vec![0],
+                vec![Ok(())],
                 "reset of an empty group"
             );
             assert_eq!(
@@ -1043,7 +620,7 @@ mod tests {
             let b = b_join.await;
             assert_eq!(
                 (b.error, b.generation, b.leader.clone()),
-                (0, 2, b.member_id.clone())
+                (None, 2, b.member_id.clone())
             );
             assert_eq!(c.describe("g").map(|d| d.2), Some(1), "a was dropped");
         });
@@ -1067,7 +644,7 @@ mod tests {
             let b = b_join.await;
             assert_eq!(
                 (a2.generation, b.generation, b.error),
-                (2, 2, 0),
+                (2, 2, None),
                 "static members need no MEMBER_ID_REQUIRED"
             );
             let assignments = vec![
@@ -1088,14 +665,14 @@ mod tests {
             let b2 = c.join(again).await;
             assert_eq!(
                 (b2.error, b2.generation),
-                (0, 2),
+                (None, 2),
                 "same generation: no rebalance"
             );
             assert_ne!(b2.member_id, b.member_id);
             assert_eq!(c.describe("g").map(|d| d.0), Some(GroupState::Stable));
             assert_eq!(
                 c.heartbeat("g", 2, &b.member_id, Some("worker-b")),
-                ResponseError::FencedInstanceId.code(),
+                Err(ResponseError::FencedInstanceId),
                 "the old incarnation is fenced"
             );
             let s = c
@@ -1103,12 +680,12 @@ mod tests {
                 .await;
             assert_eq!(
                 (s.error, &s.assignment[..]),
-                (0, &b"b-part"[..]),
+                (None, &b"b-part"[..]),
                 "the assignment is kept"
             );
             assert_eq!(
                 c.heartbeat("g", 2, &a.member_id, None),
-                0,
+                Ok(()),
                 "a saw no rebalance"
             );
         });
