@@ -12,7 +12,7 @@ use kafka_protocol::{
 
 use crate::shard::context::ShardContext;
 
-use super::{Call, Handler, Reply, Route, ROUTES};
+use super::{BodyError, Call, Handler, Reply, Route, ROUTES};
 
 /// The highest ApiVersions version served (its entry in [`ROUTES`]).
 fn version_max() -> i16 {
@@ -31,11 +31,11 @@ impl Handler for ApiVersions {
     type Request = ApiVersionsRequest;
     type Response = ApiVersionsResponse;
 
-    fn decode(version: i16, mut body: Bytes) -> Result<ApiVersionsRequest, String> {
+    fn decode(version: i16, mut body: Bytes) -> Result<ApiVersionsRequest, BodyError> {
         if version > version_max() {
             return Ok(ApiVersionsRequest::default());
         }
-        ApiVersionsRequest::decode(&mut body, version).map_err(|e| e.to_string())
+        ApiVersionsRequest::decode(&mut body, version).map_err(BodyError::new)
     }
 
     async fn answer(

@@ -45,7 +45,7 @@ impl Handler for CreateTopics {
                 topic.num_partitions
             };
             let refused = if let Err(why) = topic_name::validate(&name) {
-                Some((ResponseError::InvalidTopicException, why))
+                Some((ResponseError::InvalidTopicException, why.to_string()))
             } else if !topic.assignments.is_empty() {
                 Some((
                     ResponseError::InvalidRequest,

@@ -122,7 +122,7 @@ impl Handler for Metadata {
                     continue;
                 };
                 if let Err(why) = topic_name::validate(&name) {
-                    tracing::debug!(topic = %name, why, "metadata for an invalid topic name");
+                    tracing::debug!(topic = %name, why = %why, "metadata for an invalid topic name");
                     response.topics.push(error_entry(
                         &name,
                         ResponseError::InvalidTopicException.code(),

@@ -109,8 +109,8 @@ pub trait Handler: 'static {
     type Response: Encodable + 'static;
 
     /// Decodes the request body sent at `version`.
-    fn decode(version: i16, mut body: Bytes) -> Result<Self::Request, String> {
-        Self::Request::decode(&mut body, version).map_err(|e| e.to_string())
+    fn decode(version: i16, mut body: Bytes) -> Result<Self::Request, BodyError> {
+        Self::Request::decode(&mut body, version).map_err(BodyError::new)
     }
 
     /// The most bytes the answer may carry beyond the request's own; the connection
@@ -197,15 +197,27 @@ pub enum RequestError {
     #[error("bad request header: {0}")]
     Header(String),
     /// The request body is malformed.
-    #[error("undecodable {key:?} v{version} body: {reason}")]
+    #[error("undecodable {key:?} v{version} body: {source}")]
     Body {
         /// The API.
         key: ApiKey,
         /// The version.
         version: i16,
-        /// kafka-protocol's reason.
-        reason: String,
+        /// Why.
+        source: BodyError,
     },
+}
+
+/// Why a request body could not be decoded: kafka-protocol's reason.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BodyError(pub String);
+
+impl BodyError {
+    /// The reason kafka-protocol gave.
+    pub fn new(e: impl std::fmt::Display) -> BodyError {
+        BodyError(e.to_string())
+    }
 }
 
 type Answer = LocalBoxFuture<'static, Option<Bytes>>;
@@ -240,10 +252,10 @@ impl Decoded {
 #[allow(clippy::async_yields_async)]
 fn decode_as<H: Handler>(call: Call, body: Bytes) -> Result<Decoded, RequestError> {
     let (key, version) = (call.key, call.version());
-    let request = H::decode(version, body).map_err(|reason| RequestError::Body {
+    let request = H::decode(version, body).map_err(|source| RequestError::Body {
         key,
         version,
-        reason,
+        source,
     })?;
     let answer_bytes_max = H::answer_bytes_max(&request);
     Ok(Decoded {

@@ -43,12 +43,30 @@ pub enum BrokerError {
         /// glommio's error.
         reason: String,
     },
-    /// A shard failed while running.
-    #[error("shard {shard}: {reason}")]
-    Shard {
+    /// A shard's storage could not start.
+    #[error("shard {shard}: {source}")]
+    Storage {
         /// The shard.
         shard: usize,
-        /// What failed.
+        /// The storage error.
+        #[source]
+        source: crate::storage::StorageError,
+    },
+    /// A shard's listener failed.
+    #[error("shard {shard}: listener: {source}")]
+    Listener {
+        /// The shard.
+        shard: usize,
+        /// The socket error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A shard's thread panicked or could not be joined.
+    #[error("shard {shard}: {reason}")]
+    Thread {
+        /// The shard.
+        shard: usize,
+        /// glommio's report.
         reason: String,
     },
     /// The data directory could not be created.
@@ -101,12 +119,12 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
                 let ctx =
                     ShardContext::start(ShardId(shard), config, registry, producer_ids, offsets)
                         .await
-                        .map_err(|e| e.to_string())?;
+                        .map_err(|source| BrokerError::Storage { shard, source })?;
                 listener::serve(Rc::clone(&ctx), stop)
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|source| BrokerError::Listener { shard, source })?;
                 ctx.shut_down().await;
-                Ok::<(), String>(())
+                Ok::<(), BrokerError>(())
             })
             .map_err(|e| BrokerError::Executor {
                 shard,
@@ -117,9 +135,9 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
     for (shard, handle) in handles.into_iter().enumerate() {
         match handle.join() {
             Ok(Ok(())) => {}
-            Ok(Err(reason)) => return Err(BrokerError::Shard { shard, reason }),
+            Ok(Err(e)) => return Err(e),
             Err(e) => {
-                return Err(BrokerError::Shard {
+                return Err(BrokerError::Thread {
                     shard,
                     reason: e.to_string(),
                 })
