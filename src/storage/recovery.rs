@@ -22,8 +22,8 @@ use super::{
     config::{LogConfig, STORED_BATCH_BYTES_MAX},
     error::IntoOsError,
     record_batch::{self, BatchHeader, HEADER_BYTES},
-    segment::{open_dma, Segment, SegmentPaths},
     segment_appender::SegmentAppender,
+    segment_files::{open_dma, SegmentPaths},
     segment_index::{IndexedBatch, OffsetIndex, SegmentIndex, TimeIndex},
     FilePosition, Offset, Result, StorageError,
 };
@@ -244,120 +244,121 @@ async fn replay(
     Ok(r)
 }
 
-impl Segment {
-    /// Opens the segment with base offset `base` in `dir`, recovering it as the module
-    /// docs describe. It opens sealed; [`Segment::activate`] reopens it for appends.
-    pub async fn open(
-        dir: &Path,
-        base: Offset,
-        config: &LogConfig,
-        now_ms: i64,
-    ) -> Result<(Segment, RecoveryReport)> {
-        let paths = SegmentPaths::new(dir, base);
-        let log_file = open_dma(&paths.log).await?;
-        let file_len = log_file
-            .file_size()
-            .await
-            .map_err(|e| StorageError::io("stat", &paths.log, e))?;
-        let index_file = read_optional(&paths.index).await?;
-        let time_file = read_optional(&paths.time_index).await?;
-        let mut report = RecoveryReport::default();
-        let (offsets, times) = match (&index_file, &time_file) {
-            (Some(i), Some(t)) => {
-                let (offsets, offsets_clean) = OffsetIndex::decode(i, file_len);
-                let (times, times_clean) = TimeIndex::decode(t, u64::from(u32::MAX) + 1);
-                if offsets_clean && times_clean {
-                    (offsets, times)
-                } else {
-                    report.index_rebuilt = true;
-                    (OffsetIndex::default(), TimeIndex::default())
-                }
-            }
-            _ => {
-                report.index_rebuilt = file_len > 0;
+/// A segment as recovery left it.
+pub struct Recovered {
+    /// Its indexes, replayed from the log.
+    pub index: SegmentIndex,
+    /// The offset after its last intact batch.
+    pub next_offset: Offset,
+    /// Where its last intact batch ends: the log's length after the repair.
+    pub valid_end: u64,
+    /// What was found and repaired.
+    pub report: RecoveryReport,
+}
+
+/// Recovers the segment with base offset `base` whose log is open as `log_file`, as the
+/// module docs describe: the log is truncated (and fdatasynced) after its last intact
+/// batch and the index files rewritten when they differ from the replayed indexes.
+pub async fn recover(
+    log_file: &Rc<DmaFile>,
+    paths: &SegmentPaths,
+    base: Offset,
+    config: &LogConfig,
+) -> Result<Recovered> {
+    let file_len = log_file
+        .file_size()
+        .await
+        .map_err(|e| StorageError::io("stat", &paths.log, e))?;
+    let index_file = read_optional(&paths.index).await?;
+    let time_file = read_optional(&paths.time_index).await?;
+    let mut report = RecoveryReport::default();
+    let (offsets, times) = match (&index_file, &time_file) {
+        (Some(i), Some(t)) => {
+            let (offsets, offsets_clean) = OffsetIndex::decode(i, file_len);
+            let (times, times_clean) = TimeIndex::decode(t, u64::from(u32::MAX) + 1);
+            if offsets_clean && times_clean {
+                (offsets, times)
+            } else {
+                report.index_rebuilt = true;
                 (OffsetIndex::default(), TimeIndex::default())
             }
-        };
-        let interval = config.index_interval_bytes;
-        let (mut index, start, expected) = SegmentIndex::resume(base, interval, offsets, times);
-        let mut r = replay(&log_file, &paths.log, file_len, start, expected, &mut index).await?;
-        if start.0 > 0 && r.batches == 0 && r.valid_end < file_len {
-            // The last index entry does not point at a good batch: distrust the index.
-            report.index_rebuilt = true;
-            let (fresh, _, _) =
-                SegmentIndex::resume(base, interval, OffsetIndex::default(), TimeIndex::default());
-            index = fresh;
-            r = replay(
-                &log_file,
-                &paths.log,
-                file_len,
-                FilePosition(0),
-                base,
-                &mut index,
-            )
-            .await?;
         }
-        report.batches_replayed = r.batches;
-        if r.valid_end < file_len && r.padding {
-            report.padding_bytes = file_len - r.valid_end;
-        } else if r.valid_end < file_len {
-            report.truncated_bytes = file_len - r.valid_end;
-            report.truncation_reason = r.stop.clone();
-            tracing::warn!(
-                path = %paths.log.display(),
-                valid_bytes = r.valid_end,
-                truncated_bytes = report.truncated_bytes,
-                reason = r.stop.as_deref().unwrap_or(""),
-                "truncating log after the last intact batch"
-            );
+        _ => {
+            report.index_rebuilt = file_len > 0;
+            (OffsetIndex::default(), TimeIndex::default())
         }
-        if r.valid_end < file_len {
-            log_file
-                .truncate(r.valid_end)
-                .await
-                .map_err(|e| StorageError::io("truncate", &paths.log, e))?;
-            log_file
-                .fdatasync()
-                .await
-                .map_err(|e| StorageError::io("fdatasync", &paths.log, e))?;
-        }
-        // A sealed segment's time index ends with its largest timestamp; restoring that
-        // entry makes a cleanly sealed segment's replayed index equal its files.
-        index.seal_time_entry();
-        let index_bytes = index.offsets().encode();
-        let time_bytes = index.times().encode();
-        if index_file.as_deref() != Some(&index_bytes[..]) {
-            rewrite(&paths.index, &index_bytes).await?;
-            report.indexes_rewritten = true;
-        }
-        if time_file.as_deref() != Some(&time_bytes[..]) {
-            rewrite(&paths.time_index, &time_bytes).await?;
-            report.indexes_rewritten = true;
-        }
-        if report.index_rebuilt {
-            tracing::warn!(path = %paths.index.display(), "rebuilt segment indexes from the log");
-        }
-        Ok((
-            Segment {
-                base,
-                paths,
-                log_file,
-                writer: None,
-                index,
-                next_offset: r.next_offset,
-                size: r.valid_end,
-                flushed_size: r.valid_end,
-                created_ms: now_ms,
-                sealing: false,
-            },
-            report,
-        ))
+    };
+    let interval = config.index_interval_bytes;
+    let (mut index, start, expected) = SegmentIndex::resume(base, interval, offsets, times);
+    let mut r = replay(log_file, &paths.log, file_len, start, expected, &mut index).await?;
+    if start.0 > 0 && r.batches == 0 && r.valid_end < file_len {
+        // The last index entry does not point at a good batch: distrust the index.
+        report.index_rebuilt = true;
+        let (fresh, _, _) =
+            SegmentIndex::resume(base, interval, OffsetIndex::default(), TimeIndex::default());
+        index = fresh;
+        r = replay(
+            log_file,
+            &paths.log,
+            file_len,
+            FilePosition(0),
+            base,
+            &mut index,
+        )
+        .await?;
     }
+    report.batches_replayed = r.batches;
+    if r.valid_end < file_len && r.padding {
+        report.padding_bytes = file_len - r.valid_end;
+    } else if r.valid_end < file_len {
+        report.truncated_bytes = file_len - r.valid_end;
+        report.truncation_reason = r.stop.clone();
+        tracing::warn!(
+            path = %paths.log.display(),
+            valid_bytes = r.valid_end,
+            truncated_bytes = report.truncated_bytes,
+            reason = r.stop.as_deref().unwrap_or(""),
+            "truncating log after the last intact batch"
+        );
+    }
+    if r.valid_end < file_len {
+        log_file
+            .truncate(r.valid_end)
+            .await
+            .map_err(|e| StorageError::io("truncate", &paths.log, e))?;
+        log_file
+            .fdatasync()
+            .await
+            .map_err(|e| StorageError::io("fdatasync", &paths.log, e))?;
+    }
+    // A sealed segment's time index ends with its largest timestamp; restoring that
+    // entry makes a cleanly sealed segment's replayed index equal its files.
+    index.seal_time_entry();
+    let index_bytes = index.offsets().encode();
+    let time_bytes = index.times().encode();
+    if index_file.as_deref() != Some(&index_bytes[..]) {
+        rewrite(&paths.index, &index_bytes).await?;
+        report.indexes_rewritten = true;
+    }
+    if time_file.as_deref() != Some(&time_bytes[..]) {
+        rewrite(&paths.time_index, &time_bytes).await?;
+        report.indexes_rewritten = true;
+    }
+    if report.index_rebuilt {
+        tracing::warn!(path = %paths.index.display(), "rebuilt segment indexes from the log");
+    }
+    Ok(Recovered {
+        index,
+        next_offset: r.next_offset,
+        valid_end: r.valid_end,
+        report,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::segment::Segment;
     use crate::storage::{
         record_batch::ProducePayload,
         segment_index::OffsetEntry,

@@ -7,51 +7,18 @@
 
 use std::{path::Path, path::PathBuf, rc::Rc};
 
-use glommio::io::{DmaFile, OpenOptions};
+use glommio::io::DmaFile;
 
+pub use super::segment_files::{open_dma, SegmentPaths};
 use super::{
     config::{FileGrowth, LogConfig},
     flush::SyncFile,
     record_batch::RecordBatch,
+    recovery::{self, RecoveryReport},
     segment_appender::{Chunk, FlushWrite, SegmentAppender},
     segment_index::{IndexedBatch, NewEntries, OffsetIndex, SegmentIndex, TimeIndex},
     FilePosition, Offset, Result, StorageError,
 };
-
-/// Paths of a segment's three files.
-#[derive(Debug, Clone)]
-pub struct SegmentPaths {
-    /// The batches.
-    pub log: PathBuf,
-    /// Offset index.
-    pub index: PathBuf,
-    /// Time index.
-    pub time_index: PathBuf,
-}
-
-impl SegmentPaths {
-    /// The files of the segment with `base` in `dir`, named by the 20-digit base offset.
-    pub fn new(dir: &Path, base: Offset) -> SegmentPaths {
-        let stem = format!("{:020}", base.0);
-        SegmentPaths {
-            log: dir.join(format!("{stem}.log")),
-            index: dir.join(format!("{stem}.index")),
-            time_index: dir.join(format!("{stem}.timeindex")),
-        }
-    }
-}
-
-/// Opens (creating if missing) a file for O_DIRECT reading and writing.
-pub async fn open_dma(path: &Path) -> Result<Rc<DmaFile>> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .dma_open(path)
-        .await
-        .map(Rc::new)
-        .map_err(|e| StorageError::io("open", path, e))
-}
 
 pub(crate) struct SegmentWriter {
     pub(crate) log: SegmentAppender,
@@ -152,6 +119,36 @@ fn index_due(index: &SegmentAppender) -> bool {
 }
 
 impl Segment {
+    /// Opens the segment with base offset `base` in `dir`, recovering what a crash left
+    /// behind (see [`recovery`]): the log is cut after its last intact batch and the
+    /// indexes rebuilt from it when they disagree. It opens sealed;
+    /// [`Segment::activate`] reopens it for appends.
+    pub async fn open(
+        dir: &Path,
+        base: Offset,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Result<(Segment, RecoveryReport)> {
+        let paths = SegmentPaths::new(dir, base);
+        let log_file = open_dma(&paths.log).await?;
+        let recovered = recovery::recover(&log_file, &paths, base, config).await?;
+        Ok((
+            Segment {
+                base,
+                paths,
+                log_file,
+                writer: None,
+                index: recovered.index,
+                next_offset: recovered.next_offset,
+                size: recovered.valid_end,
+                flushed_size: recovered.valid_end,
+                created_ms: now_ms,
+                sealing: false,
+            },
+            recovered.report,
+        ))
+    }
+
     /// Creates an empty active segment with base offset `base` in `dir`.
     pub async fn create(
         dir: &Path,

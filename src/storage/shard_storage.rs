@@ -14,6 +14,7 @@ use super::{
     clock::Clock,
     config::{FlushConfig, LogConfig},
     flush::{FlushScheduler, RoundAfter},
+    log_env::LogEnv,
     partition_log::PartitionLog,
     recovery::RecoveryReport,
     segment::open_dma,
@@ -85,7 +86,13 @@ impl ShardStorage {
         dir: &Path,
         config: LogConfig,
     ) -> Result<(PartitionLog, Vec<RecoveryReport>)> {
-        PartitionLog::open(self, dir, config).await
+        let env = LogEnv {
+            id: self.next_log_id(),
+            flusher: self.inner.flusher.clone(),
+            cache: Rc::clone(&self.inner.cache),
+            clock: self.inner.clock.clone(),
+        };
+        PartitionLog::open(env, dir, config).await
     }
 
     /// The shard's data directory.
@@ -120,7 +127,7 @@ impl ShardStorage {
         &self.inner.clock
     }
 
-    pub(crate) fn next_log_id(&self) -> u64 {
+    fn next_log_id(&self) -> u64 {
         let id = self.inner.next_log_id.get();
         self.inner.next_log_id.set(id + 1);
         id

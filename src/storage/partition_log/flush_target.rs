@@ -1,0 +1,110 @@
+//! A log's part in its shard's group commit: what it hands the flush round (its dirty
+//! segments' writes and the files to fdatasync) and what it does with the outcome
+//! (move the high watermark and wake the appends waiting on it, or fence itself).
+
+use std::rc::Rc;
+
+use futures_util::future::try_join_all;
+
+use super::LogShared;
+use crate::storage::{
+    batch_cache::SegmentKey,
+    error::FenceReason,
+    flush::{FlushTarget, PendingFlush},
+    segment::{Seal, SegmentFlush},
+    Offset, Result,
+};
+
+impl FlushTarget for LogShared {
+    fn begin_flush(self: Rc<Self>) -> Option<PendingFlush> {
+        self.queued.set(false);
+        let (mut jobs, target) = {
+            let mut st = self.state.borrow_mut();
+            if st.closed || st.fenced.is_some() {
+                return None;
+            }
+            let mut jobs: Vec<(Offset, SegmentFlush)> = Vec::new();
+            let cache = Rc::clone(&self.env.cache);
+            for segment in st.segments.iter_mut() {
+                if let Some((flush, chunks)) = segment.begin_flush() {
+                    cache.insert(
+                        SegmentKey {
+                            log_id: self.env.id,
+                            base_offset: segment.base().0,
+                        },
+                        &chunks,
+                    );
+                    jobs.push((segment.base(), flush));
+                }
+            }
+            (jobs, st.log_end)
+        };
+        if jobs.is_empty() {
+            return None;
+        }
+        let outcomes: Vec<(Offset, u64, bool)> = jobs
+            .iter()
+            .map(|(b, f)| (*b, f.size(), f.seals()))
+            .collect();
+        // Sealing runs after the round: the round makes the data durable, the seal only
+        // trims and syncs files that recovery would repair anyway.
+        let seals: Vec<Seal> = jobs.iter_mut().filter_map(|(_, f)| f.take_seal()).collect();
+        let sync_files = jobs.iter().flat_map(|(_, f)| f.sync_files()).collect();
+        let written_file = jobs.iter().find_map(|(_, f)| f.written_file());
+        // The round's fdatasyncs, after every write of the round, make these durable.
+        let write = Box::pin(async move {
+            try_join_all(jobs.into_iter().map(|(_, f)| f.run(false)))
+                .await
+                .map(|_| ())
+        });
+        let finish = Box::new(move |result: Result<()>| {
+            let mut st = self.state.borrow_mut();
+            match result {
+                Ok(_) => {
+                    for (base, size, seals) in outcomes {
+                        if let Some(s) = st.segments.iter_mut().find(|s| s.base() == base) {
+                            s.complete_flush(size, seals);
+                        }
+                    }
+                    if !seals.is_empty() {
+                        glommio::spawn_local(async move {
+                            for seal in seals {
+                                if let Err(e) = seal.finish().await {
+                                    tracing::warn!(error = %e, "sealing a segment failed; recovery trims it on the next start");
+                                }
+                            }
+                        })
+                        .detach();
+                    }
+                    st.high_watermark = st.high_watermark.max(target);
+                    let hw = st.high_watermark;
+                    let ready = st.waiters.partition_point(|(t, _)| *t <= hw);
+                    let woken: Vec<_> = st.waiters.drain(..ready).collect();
+                    drop(st);
+                    for (_, w) in woken {
+                        w.wake();
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(dir = %self.dir.display(), error = %e, "flush failed; fencing the partition");
+                    st.fenced = e.fence_reason().or(Some(FenceReason {
+                        op: "flush",
+                        kind: std::io::ErrorKind::Other,
+                        raw_os_error: None,
+                    }));
+                    let woken = std::mem::take(&mut st.waiters);
+                    drop(st);
+                    for (_, w) in woken {
+                        w.wake();
+                    }
+                }
+            }
+        });
+        Some(PendingFlush {
+            write,
+            sync_files,
+            written_file,
+            finish,
+        })
+    }
+}

@@ -1,0 +1,487 @@
+//! One partition's log: an ordered list of segments, the offsets that describe it, and
+//! the operations the broker needs (append, read, offset lookups, retention, close).
+//!
+//! Offsets, in Kafka's words:
+//! - *log start offset*: the first offset still stored;
+//! - *high watermark*: one past the last offset known durable (fsynced, or written in
+//!   write-only mode). Reads never return anything at or above it, so a consumer never
+//!   sees a record a crash could take back;
+//! - *log end offset*: one past the last offset appended, durable or not.
+//!
+//! Durability contract of [`PartitionLog::append`]: when it returns, the batches are in
+//! memory with offsets assigned; the [`Durable`] future it hands back resolves `Ok` once
+//! the shard's group commit has made them durable and moved the high watermark past
+//! them, or fails if the flush failed. After a failed flush the log is *fenced*: reads
+//! below the high watermark still work, appends are refused until the log is reopened
+//! (which re-reads what actually reached the disk), because a failed fdatasync leaves
+//! the file's state unknown and retrying it could report data durable that is not.
+//!
+//! Shard-local: `!Send`, driven only from its shard's executor.
+
+use std::{
+    cell::{Cell, RefCell},
+    collections::VecDeque,
+    path::{Path, PathBuf},
+    rc::Rc,
+    task::Waker,
+};
+
+use bytes::Bytes;
+use glommio::sync::Semaphore;
+
+use super::{
+    batch_cache::SegmentKey,
+    config::LogConfig,
+    error::FenceReason,
+    flush::FlushTarget,
+    log_env::LogEnv,
+    producer_state::{sequence_after, BatchSequence, ProducerStates},
+    record_batch::ProducePayload,
+    recovery::RecoveryReport,
+    segment::{Segment, SegmentPaths},
+    segment_reader::SegmentReader,
+    Offset, Result, StorageError,
+};
+
+mod durable;
+mod flush_target;
+mod log_dir;
+mod producer_rebuild;
+mod retention;
+#[cfg(test)]
+mod tests;
+mod timestamp_lookup;
+
+pub use durable::Durable;
+pub use timestamp_lookup::{TimestampOffset, TimestampQuery};
+
+use log_dir::{list_segments, sync_dir};
+use producer_rebuild::check_sequences;
+
+/// What a read returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRead {
+    /// Whole stored batches, exactly as stored; empty at the high watermark.
+    pub records: Bytes,
+    /// The high watermark when the read began.
+    pub high_watermark: Offset,
+    /// The log start offset when the read began.
+    pub log_start_offset: Offset,
+}
+
+/// Where an append landed; await [`Appended::durable`] before acknowledging it.
+pub struct Appended {
+    /// Offset assigned to the first record.
+    pub base_offset: Offset,
+    /// Offset assigned to the last record.
+    pub last_offset: Offset,
+    /// Resolves once every record of the append is durable.
+    pub durable: Durable,
+}
+
+struct LogState {
+    segments: VecDeque<Segment>,
+    producers: ProducerStates,
+    log_start: Offset,
+    log_end: Offset,
+    high_watermark: Offset,
+    fenced: Option<FenceReason>,
+    closed: bool,
+    waiters: VecDeque<(Offset, Waker)>,
+}
+
+struct LogShared {
+    dir: PathBuf,
+    config: LogConfig,
+    env: LogEnv,
+    state: RefCell<LogState>,
+    append_lock: Semaphore,
+    queued: Cell<bool>,
+}
+
+/// A partition's log on this shard. Cloning shares it.
+#[derive(Clone)]
+pub struct PartitionLog {
+    shared: Rc<LogShared>,
+}
+
+/// A summary of the log's offsets and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOffsets {
+    /// First offset still stored.
+    pub log_start: Offset,
+    /// One past the last durable offset.
+    pub high_watermark: Offset,
+    /// One past the last appended offset.
+    pub log_end: Offset,
+    /// Segments on disk.
+    pub segments: usize,
+    /// Bytes across all segments.
+    pub bytes: u64,
+}
+
+impl PartitionLog {
+    /// Opens the log in `dir`, creating it when empty, and recovers every segment (see
+    /// `recovery`). A segment that had to be cut short makes every later segment
+    /// unreachable, so those are deleted: offsets stay dense. Everything that survives
+    /// is fdatasynced before the log is returned, so it all starts below the high
+    /// watermark.
+    pub async fn open(
+        env: LogEnv,
+        dir: &Path,
+        config: LogConfig,
+    ) -> Result<(PartitionLog, Vec<RecoveryReport>)> {
+        config.validate()?;
+        let now = env.clock.now_ms();
+        let bases = list_segments(dir).await?;
+        let mut segments: VecDeque<Segment> = VecDeque::new();
+        let mut reports = Vec::new();
+        let mut doomed = Vec::new();
+        for (i, base) in bases.iter().enumerate() {
+            let follows = segments
+                .back()
+                .is_none_or(|prev| prev.next_offset() == *base);
+            let prev_cut = reports
+                .last()
+                .is_some_and(|r: &RecoveryReport| r.truncated_bytes > 0);
+            if !follows || prev_cut {
+                tracing::warn!(dir = %dir.display(), base = base.0, "deleting segment after a gap in the log");
+                doomed.extend(bases[i..].iter().copied());
+                break;
+            }
+            let (segment, report) = Segment::open(dir, *base, &config, now).await?;
+            reports.push(report);
+            segments.push_back(segment);
+        }
+        for base in doomed {
+            Segment::delete_files(SegmentPaths::new(dir, base)).await?;
+        }
+        match segments.back_mut() {
+            Some(active) => {
+                active.activate(&config).await?;
+                active.sync_log().await?;
+            }
+            None => {
+                segments.push_back(Segment::create(dir, Offset(0), &config, now).await?);
+                sync_dir(dir).await?;
+            }
+        }
+        let log_start = segments.front().map_or(Offset(0), Segment::base);
+        let log_end = segments.back().map_or(Offset(0), Segment::next_offset);
+        let shared = Rc::new(LogShared {
+            dir: dir.to_path_buf(),
+            config,
+            env,
+            state: RefCell::new(LogState {
+                segments,
+                producers: ProducerStates::default(),
+                log_start,
+                log_end,
+                high_watermark: log_end,
+                fenced: None,
+                closed: false,
+                waiters: VecDeque::new(),
+            }),
+            append_lock: Semaphore::new(1),
+            queued: Cell::new(false),
+        });
+        let log = PartitionLog { shared };
+        log.rebuild_producer_states().await?;
+        Ok((log, reports))
+    }
+
+    /// The log's directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// Log start offset, high watermark, log end offset and size.
+    pub fn offsets(&self) -> LogOffsets {
+        let st = self.shared.state.borrow();
+        LogOffsets {
+            log_start: st.log_start,
+            high_watermark: st.high_watermark,
+            log_end: st.log_end,
+            segments: st.segments.len(),
+            bytes: st.segments.iter().map(Segment::size).sum(),
+        }
+    }
+
+    /// The first offset still stored.
+    pub fn log_start_offset(&self) -> Offset {
+        self.shared.state.borrow().log_start
+    }
+
+    /// One past the last durable offset.
+    pub fn high_watermark(&self) -> Offset {
+        self.shared.state.borrow().high_watermark
+    }
+
+    /// Why the log refuses appends, if it does.
+    pub fn fenced(&self) -> Option<FenceReason> {
+        self.shared.state.borrow().fenced.clone()
+    }
+
+    fn refuse(&self, st: &LogState) -> Result<()> {
+        if st.closed {
+            return Err(StorageError::Closed(self.shared.dir.clone()));
+        }
+        if let Some(reason) = &st.fenced {
+            return Err(StorageError::Fenced {
+                path: self.shared.dir.clone(),
+                reason: reason.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends every batch of `payload` in order with dense offsets and stamps each with
+    /// `leader_epoch`, rolling to a new segment first when the active one is full or too
+    /// old. In memory when this returns; see the module docs for [`Durable`].
+    /// Concurrent appends are serialised in call order.
+    pub async fn append(&self, payload: &ProducePayload, leader_epoch: i32) -> Result<Appended> {
+        let shared = &self.shared;
+        let _permit = self.lock_appends().await?;
+        let count = payload.record_count();
+        let roll = {
+            let st = shared.state.borrow();
+            self.refuse(&st)?;
+            if let Some(duplicate) = check_sequences(&st.producers, payload)? {
+                // A retry of a stored batch: its original offsets, durable when they are.
+                return Ok(Appended {
+                    base_offset: duplicate.0,
+                    last_offset: duplicate.1,
+                    durable: Durable {
+                        log: Rc::clone(shared),
+                        target: Offset(duplicate.1 .0 + 1),
+                    },
+                });
+            }
+            if st
+                .log_end
+                .0
+                .checked_add(count)
+                .is_none_or(|end| end > i64::MAX as u64)
+            {
+                return Err(StorageError::OffsetOverflow(shared.dir.clone()));
+            }
+            let active = st
+                .segments
+                .back()
+                .expect("a log always has an active segment");
+            let now = shared.env.clock.now_ms();
+            let too_old = shared
+                .config
+                .segment_age_max
+                .is_some_and(|age| now - active.created_ms >= age.as_millis() as i64);
+            active.size() > 0
+                && (active.size() + payload.total_bytes() as u64 > shared.config.segment_bytes
+                    || too_old
+                    || active.offsets_left() < count)
+        };
+        if roll {
+            self.roll().await?;
+        }
+        let mut st = shared.state.borrow_mut();
+        self.refuse(&st)?;
+        let base_offset = st.log_end;
+        let mut next = base_offset;
+        let LogState {
+            segments,
+            producers,
+            ..
+        } = &mut *st;
+        let active = segments.back_mut().expect("active segment");
+        for batch in payload.batches() {
+            active.append(&batch, next, leader_epoch);
+            let last = Offset(next.0 + u64::from(batch.record_count()) - 1);
+            if batch.producer_id() >= 0 {
+                producers.record(
+                    batch.producer_id(),
+                    batch.producer_epoch(),
+                    BatchSequence {
+                        first: batch.base_sequence(),
+                        last: sequence_after(batch.base_sequence(), batch.last_offset_delta()),
+                        base_offset: next,
+                        last_offset: last,
+                    },
+                );
+            }
+            next = Offset(last.0 + 1);
+        }
+        st.log_end = next;
+        drop(st);
+        self.enqueue_flush(payload.total_bytes() as u64);
+        Ok(Appended {
+            base_offset,
+            last_offset: Offset(next.0 - 1),
+            durable: Durable {
+                log: Rc::clone(shared),
+                target: next,
+            },
+        })
+    }
+
+    /// Serialises appends (and close) in call order; held across a roll's file creation.
+    async fn lock_appends(&self) -> Result<glommio::sync::Permit<'_>> {
+        self.shared
+            .append_lock
+            .acquire_permit(1)
+            .await
+            .map_err(|_| StorageError::Closed(self.shared.dir.clone()))
+    }
+
+    fn enqueue_flush(&self, bytes: u64) {
+        let shared = &self.shared;
+        let flusher = &shared.env.flusher;
+        if !shared.queued.replace(true) {
+            flusher.enqueue(Rc::clone(shared) as Rc<dyn FlushTarget>);
+        }
+        flusher.add_dirty_bytes(bytes);
+    }
+
+    async fn roll(&self) -> Result<()> {
+        let shared = &self.shared;
+        let base = shared.state.borrow().log_end;
+        let now = shared.env.clock.now_ms();
+        let segment = Segment::create(&shared.dir, base, &shared.config, now).await?;
+        sync_dir(&shared.dir).await?;
+        let mut st = shared.state.borrow_mut();
+        st.segments
+            .back_mut()
+            .expect("active segment")
+            .start_sealing();
+        st.segments.push_back(segment);
+        drop(st);
+        self.enqueue_flush(0);
+        Ok(())
+    }
+
+    /// Stored batches starting with the one that contains `offset`, at most `max_bytes`
+    /// except that the first batch is always whole (Kafka's fetch rule), never at or past
+    /// the high watermark, all from one segment. Fails with `OffsetOutOfRange` outside
+    /// `[log start, high watermark]`; at the high watermark the records are empty.
+    pub async fn read(&self, offset: Offset, max_bytes: usize) -> Result<LogRead> {
+        let mut segment_index = None;
+        loop {
+            let (reader, start, read) = {
+                let st = self.shared.state.borrow();
+                if st.closed {
+                    return Err(StorageError::Closed(self.shared.dir.clone()));
+                }
+                let read = LogRead {
+                    records: Bytes::new(),
+                    high_watermark: st.high_watermark,
+                    log_start_offset: st.log_start,
+                };
+                if offset < st.log_start || offset > st.high_watermark {
+                    return Err(StorageError::OffsetOutOfRange {
+                        requested: offset,
+                        log_start: st.log_start,
+                        high_watermark: st.high_watermark,
+                    });
+                }
+                if offset == st.high_watermark {
+                    return Ok(read);
+                }
+                let i = match segment_index {
+                    Some(i) => i,
+                    None => st.segments.partition_point(|s| s.base() <= offset) - 1,
+                };
+                let Some(segment) = st.segments.get(i) else {
+                    return Ok(read);
+                };
+                segment_index = Some(i + 1);
+                (self.reader(segment), segment.index().lookup(offset), read)
+            };
+            if let Some(records) = reader
+                .read_batches(start, offset.0 as i64, max_bytes)
+                .await?
+            {
+                return Ok(LogRead { records, ..read });
+            }
+        }
+    }
+
+    fn reader(&self, segment: &Segment) -> SegmentReader {
+        SegmentReader {
+            file: Rc::clone(&segment.log_file),
+            path: segment.paths.log.clone(),
+            key: SegmentKey {
+                log_id: self.shared.env.id,
+                base_offset: segment.base().0,
+            },
+            cache: Rc::clone(&self.shared.env.cache),
+            limit: segment.flushed_size(),
+        }
+    }
+
+    /// Makes everything appended durable, seals the active segment's files to their
+    /// exact lengths and closes the log. Later calls on any clone fail with `Closed`.
+    /// A fenced log is closed without flushing, successfully: its failed appends were
+    /// already told so.
+    pub async fn close(&self) -> Result<()> {
+        let shared = &self.shared;
+        let _permit = self.lock_appends().await?;
+        let end = shared.state.borrow().log_end;
+        let flushed = (Durable {
+            log: Rc::clone(shared),
+            target: end,
+        })
+        .await;
+        let finish = {
+            let mut st = shared.state.borrow_mut();
+            if st.closed {
+                return Ok(());
+            }
+            st.closed = true;
+            match (&flushed, &st.fenced) {
+                (Ok(()), None) => st.segments.back_mut().and_then(|active| {
+                    active.start_sealing();
+                    active.begin_flush()
+                }),
+                _ => None,
+            }
+        };
+        if let Some((flush, _)) = finish {
+            let size = flush.size();
+            flush.run(true).await?;
+            if let Some(active) = shared.state.borrow_mut().segments.back_mut() {
+                active.complete_flush(size, true);
+            }
+        }
+        shared.env.cache.remove_log(shared.env.id);
+        self.wake_waiters();
+        match flushed {
+            // The appends that the fence failed were told so; closing itself succeeded.
+            Err(StorageError::Fenced { .. }) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Closes the log and deletes its directory with every segment in it.
+    pub async fn delete(&self) -> Result<()> {
+        {
+            let mut st = self.shared.state.borrow_mut();
+            st.closed = true;
+        }
+        Rc::clone(&self.shared.env.cache).remove_log(self.shared.env.id);
+        self.wake_waiters();
+        let dir = self.shared.dir.clone();
+        glommio::executor()
+            .spawn_blocking(move || match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(StorageError::io("remove dir", &dir, e))
+                }
+                _ => Ok(()),
+            })
+            .await
+    }
+
+    fn wake_waiters(&self) {
+        let waiters = std::mem::take(&mut self.shared.state.borrow_mut().waiters);
+        for (_, w) in waiters {
+            w.wake();
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Fault-injection and idempotence tests of the partition log.
+
+use super::*;
+use crate::storage::{
+    failpoint,
+    producer_state::SequenceError,
+    shard_storage::ShardStorageConfig,
+    test_support::{run, test_dir},
+    Clock, FlushConfig, ShardStorage,
+};
+use weir_client::record_batch::build_batch;
+
+/// Shard storage in `dir` that flushes as soon as it can.
+async fn start_storage(dir: &Path) -> ShardStorage {
+    ShardStorage::start(
+        ShardStorageConfig {
+            data_dir: dir.to_path_buf(),
+            flush: FlushConfig {
+                interval: std::time::Duration::ZERO,
+                ..FlushConfig::default()
+            },
+            cache_bytes_max: 1 << 20,
+        },
+        Clock::System,
+    )
+    .await
+    .expect("start")
+}
+
+fn one_batch(seed: u8) -> ProducePayload {
+    ProducePayload::validate(Bytes::from(build_batch(3, &[seed; 200], 0)), 1 << 20).expect("valid")
+}
+
+fn fails_then_fences(step: &'static str, errno: i32) {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let path = dir.path().join("t-0");
+        let (log, _) = storage
+            .open_log(&path, LogConfig::default())
+            .await
+            .expect("open");
+        log.append(&one_batch(1), 0)
+            .await
+            .expect("append")
+            .durable
+            .await
+            .expect("durable");
+        failpoint::arm(step, errno);
+        let failed = log
+            .append(&one_batch(2), 0)
+            .await
+            .expect("append is in memory");
+        let err = failed.durable.await.expect_err("the flush failed");
+        assert!(
+            matches!(&err, StorageError::Fenced { reason, .. } if reason.op == step && reason.raw_os_error == Some(errno)),
+            "{err}"
+        );
+        assert!(
+            matches!(
+                log.append(&one_batch(3), 0).await,
+                Err(StorageError::Fenced { .. })
+            ),
+            "no retry-and-pretend"
+        );
+        assert_eq!(
+            log.high_watermark(),
+            Offset(3),
+            "the failed append never became visible"
+        );
+        let read = log
+            .read(Offset(0), 1 << 20)
+            .await
+            .expect("reads below the high watermark work");
+        assert_eq!(read.records.len(), one_batch(1).total_bytes());
+        log.close().await.expect("closing a fenced log");
+        let (reopened, _) = storage
+            .open_log(&path, LogConfig::default())
+            .await
+            .expect("reopen");
+        let end = reopened.offsets().log_end;
+        assert!(
+            end == Offset(3) || end == Offset(6),
+            "the failed batch is whole or absent: {end}"
+        );
+        let again = reopened
+            .append(&one_batch(4), 0)
+            .await
+            .expect("appends after reopen");
+        assert_eq!(again.base_offset, end);
+        again.durable.await.expect("durable after reopen");
+        reopened.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+fn idempotent(seq: i32, epoch: i16) -> ProducePayload {
+    let b = weir_client::record_batch::build_idempotent_batch(
+        3,
+        b"idem",
+        0,
+        weir_client::record_batch::Producer {
+            id: 7,
+            epoch,
+            base_sequence: seq,
+        },
+    );
+    ProducePayload::validate(Bytes::from(b), 1 << 20).expect("valid")
+}
+
+#[test]
+fn idempotent_retries_are_not_stored_twice_even_after_reopen() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let path = dir.path().join("t-0");
+        let (log, _) = storage
+            .open_log(&path, LogConfig::default())
+            .await
+            .expect("open");
+        let first = log.append(&idempotent(0, 0), 0).await.expect("append");
+        assert_eq!(first.base_offset, Offset(0));
+        let retry = log.append(&idempotent(0, 0), 0).await.expect("retry");
+        assert_eq!(
+            (retry.base_offset, retry.last_offset),
+            (Offset(0), Offset(2))
+        );
+        retry.durable.await.expect("durable with the original");
+        assert_eq!(log.offsets().log_end, Offset(3), "stored once");
+        let gap = log.append(&idempotent(6, 0), 0).await;
+        assert!(matches!(
+            gap,
+            Err(StorageError::Sequence(SequenceError::OutOfOrder {
+                expected: 3,
+                got: 6,
+                ..
+            }))
+        ));
+        let next = log.append(&idempotent(3, 0), 0).await.expect("in order");
+        assert_eq!(next.base_offset, Offset(3));
+        next.durable.await.expect("durable");
+        log.close().await.expect("close");
+
+        let (reopened, _) = storage
+            .open_log(&path, LogConfig::default())
+            .await
+            .expect("reopen");
+        let retry = reopened
+            .append(&idempotent(3, 0), 0)
+            .await
+            .expect("retry after reopen");
+        assert_eq!(retry.base_offset, Offset(3), "state rebuilt from the log");
+        assert_eq!(reopened.offsets().log_end, Offset(6));
+        reopened
+            .append(&idempotent(0, 1), 0)
+            .await
+            .expect("new epoch")
+            .durable
+            .await
+            .expect("durable");
+        let zombie = reopened.append(&idempotent(6, 0), 0).await;
+        assert!(matches!(
+            zombie,
+            Err(StorageError::Sequence(SequenceError::StaleEpoch { .. }))
+        ));
+        reopened.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+#[test]
+fn failed_fdatasync_fences_the_partition_until_reopened() {
+    fails_then_fences("fdatasync", 5);
+}
+
+#[test]
+fn failed_write_fences_the_partition_until_reopened() {
+    fails_then_fences("write", 28);
+}

@@ -1,0 +1,45 @@
+//! A segment's files on disk: their names, and opening them for O_DIRECT I/O.
+
+use std::{
+    path::{Path, PathBuf},
+    rc::Rc,
+};
+
+use glommio::io::{DmaFile, OpenOptions};
+
+use super::{Offset, Result, StorageError};
+
+/// Paths of a segment's three files.
+#[derive(Debug, Clone)]
+pub struct SegmentPaths {
+    /// The batches.
+    pub log: PathBuf,
+    /// Offset index.
+    pub index: PathBuf,
+    /// Time index.
+    pub time_index: PathBuf,
+}
+
+impl SegmentPaths {
+    /// The files of the segment with `base` in `dir`, named by the 20-digit base offset.
+    pub fn new(dir: &Path, base: Offset) -> SegmentPaths {
+        let stem = format!("{:020}", base.0);
+        SegmentPaths {
+            log: dir.join(format!("{stem}.log")),
+            index: dir.join(format!("{stem}.index")),
+            time_index: dir.join(format!("{stem}.timeindex")),
+        }
+    }
+}
+
+/// Opens (creating if missing) a file for O_DIRECT reading and writing.
+pub async fn open_dma(path: &Path) -> Result<Rc<DmaFile>> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .dma_open(path)
+        .await
+        .map(Rc::new)
+        .map_err(|e| StorageError::io("open", path, e))
+}
