@@ -1,7 +1,7 @@
 //! The state machine of one consumer group, as in Kafka: `Empty` (no members) →
 //! `PreparingRebalance` (members rejoin; JoinGroup requests wait) →
 //! `CompletingRebalance` (joined; the leader's SyncGroup carries the assignment) →
-//! `Stable`. The [`super::coordinator`] drives it; this file holds the transitions.
+//! `Stable`. The shard's coordinator drives it; this file holds the transitions.
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},

@@ -115,6 +115,27 @@ impl<T> IntoOsError for glommio::GlommioError<T> {
 }
 
 impl StorageError {
+    /// `Ok` when a write of `want` bytes at `at` wrote them all; a short write is an I/O
+    /// error (`WriteZero`) that fences the partition like any other.
+    pub fn check_full_write(
+        path: &std::path::Path,
+        at: u64,
+        written: usize,
+        want: usize,
+    ) -> Result<()> {
+        if written == want {
+            return Ok(());
+        }
+        Err(StorageError::io(
+            "write",
+            path,
+            io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short write at {at}: {written} of {want} bytes"),
+            ),
+        ))
+    }
+
     /// Wraps an I/O error with the operation and the path it concerned.
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: impl IntoOsError) -> Self {
         StorageError::Io {

@@ -5,7 +5,9 @@
 
 use std::rc::Rc;
 
-use super::{batch_cache::BatchCache, clock::Clock, flush::FlushScheduler};
+use super::{
+    batch_cache::BatchCache, clock::Clock, flush::FlushScheduler, segment_appender::ZeroFillSlot,
+};
 
 /// A partition log's share of its shard's storage. Cloning shares it; `!Send`.
 #[derive(Clone)]
@@ -18,4 +20,6 @@ pub struct LogEnv {
     pub cache: Rc<BatchCache>,
     /// The shard's clock.
     pub clock: Clock,
+    /// The shard's zero-fill slot, shared by its segments' appenders.
+    pub zero_fill: ZeroFillSlot,
 }

@@ -37,6 +37,7 @@ pub mod segment_files;
 pub mod segment_index;
 pub mod segment_reader;
 pub mod shard_storage;
+pub mod zero_fill;
 
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -22,7 +22,7 @@ use super::{
     config::{LogConfig, STORED_BATCH_BYTES_MAX},
     error::IntoOsError,
     record_batch::{self, BatchHeader, HEADER_BYTES},
-    segment_appender::SegmentAppender,
+    segment_appender::{SegmentAppender, ZeroFillSlot},
     segment_files::{open_dma, SegmentPaths},
     segment_index::{IndexedBatch, OffsetIndex, SegmentIndex, TimeIndex},
     FilePosition, Offset, Result, StorageError,
@@ -101,6 +101,7 @@ async fn rewrite(path: &Path, bytes: &[u8]) -> Result<()> {
         0,
         super::config::FileGrowth::Append,
         1 << 20,
+        ZeroFillSlot::new(),
     )
     .await?;
     appender.append(&[bytes]);
@@ -375,7 +376,7 @@ mod tests {
 
     /// A sealed segment of 20 batches of 3 records, about 600 bytes each.
     async fn sealed_segment(dir: &Path) -> Segment {
-        let mut s = Segment::create(dir, Offset(0), &config(), 0)
+        let mut s = Segment::create(dir, Offset(0), &config(), 0, &ZeroFillSlot::new())
             .await
             .expect("create");
         for i in 0..20u64 {

@@ -15,7 +15,7 @@ use super::{
     flush::SyncFile,
     record_batch::RecordBatch,
     recovery::{self, RecoveryReport},
-    segment_appender::{Chunk, FlushWrite, SegmentAppender},
+    segment_appender::{Chunk, FlushWrite, SegmentAppender, ZeroFillSlot},
     segment_index::{IndexedBatch, NewEntries, OffsetIndex, SegmentIndex, TimeIndex},
     FilePosition, Offset, Result, StorageError,
 };
@@ -155,6 +155,7 @@ impl Segment {
         base: Offset,
         config: &LogConfig,
         now_ms: i64,
+        zero_fill: &ZeroFillSlot,
     ) -> Result<Segment> {
         let paths = SegmentPaths::new(dir, base);
         let log_file = open_dma(&paths.log).await?;
@@ -162,7 +163,8 @@ impl Segment {
             .truncate(0)
             .await
             .map_err(|e| StorageError::io("truncate", &paths.log, e))?;
-        let writer = SegmentWriter::open(&paths, Rc::clone(&log_file), 0, 0, 0, config).await?;
+        let log = Rc::clone(&log_file);
+        let writer = SegmentWriter::open(&paths, log, 0, 0, 0, config, zero_fill).await?;
         Ok(Segment {
             base,
             paths,
@@ -178,7 +180,7 @@ impl Segment {
     }
 
     /// Reopens a sealed segment for appends (the last segment of a recovered log).
-    pub async fn activate(&mut self, config: &LogConfig) -> Result<()> {
+    pub async fn activate(&mut self, config: &LogConfig, zero_fill: &ZeroFillSlot) -> Result<()> {
         let index_bytes = self.index.offsets().encode().len() as u64;
         let time_bytes = self.index.times().encode().len() as u64;
         self.writer = Some(
@@ -189,6 +191,7 @@ impl Segment {
                 index_bytes,
                 time_bytes,
                 config,
+                zero_fill,
             )
             .await?,
         );
@@ -402,6 +405,7 @@ impl SegmentWriter {
         index_bytes: u64,
         time_index_bytes: u64,
         config: &LogConfig,
+        zero_fill: &ZeroFillSlot,
     ) -> Result<SegmentWriter> {
         let index_file = open_dma(&paths.index).await?;
         let time_file = open_dma(&paths.time_index).await?;
@@ -413,6 +417,7 @@ impl SegmentWriter {
                 log_bytes,
                 config.growth,
                 config.write_chunk_bytes_max,
+                zero_fill.clone(),
             )
             .await?,
             index: SegmentAppender::open(
@@ -421,6 +426,7 @@ impl SegmentWriter {
                 index_bytes,
                 FileGrowth::Append,
                 small,
+                zero_fill.clone(),
             )
             .await?,
             time_index: SegmentAppender::open(
@@ -429,6 +435,7 @@ impl SegmentWriter {
                 time_index_bytes,
                 FileGrowth::Append,
                 small,
+                zero_fill.clone(),
             )
             .await?,
         })

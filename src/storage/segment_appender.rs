@@ -33,7 +33,11 @@ use glommio::{
     Task,
 };
 
-use super::{config::FileGrowth, failpoint, flush::SyncFile, FilePosition, Result, StorageError};
+pub use super::zero_fill::ZeroFillSlot;
+use super::{
+    config::FileGrowth, failpoint, flush::SyncFile, zero_fill::zero_fill, FilePosition, Result,
+    StorageError,
+};
 
 /// O_DIRECT alignment used for every position and length written. A multiple of every
 /// logical block size Linux supports, and the page size the tail rewrite works in.
@@ -83,6 +87,8 @@ pub struct SegmentAppender {
     file: Rc<DmaFile>,
     path: PathBuf,
     growth: FileGrowth,
+    /// The shard's zero-fill slot, which non-urgent zero pieces take turns on.
+    zero_fill_slot: ZeroFillSlot,
     chunk: DmaBuffer,
     chunk_capacity: usize,
     chunk_position: u64,
@@ -122,6 +128,7 @@ impl SegmentAppender {
         len: u64,
         growth: FileGrowth,
         chunk_bytes_max: usize,
+        zero_fill_slot: ZeroFillSlot,
     ) -> Result<SegmentAppender> {
         assert!(
             ALIGN % file.alignment() == 0,
@@ -150,6 +157,7 @@ impl SegmentAppender {
             file,
             path,
             growth,
+            zero_fill_slot,
             chunk,
             chunk_capacity,
             chunk_position,
@@ -347,6 +355,7 @@ impl SegmentAppender {
                 self.allocated_end = from + step_bytes;
                 self.zero_filling.set(true);
                 let (file, path) = (Rc::clone(&self.file), self.path.clone());
+                let slot = self.zero_fill_slot.clone();
                 let (zeroed_end, zero_filling, failed, data_end) = (
                     Rc::clone(&self.zeroed_end),
                     Rc::clone(&self.zero_filling),
@@ -355,7 +364,7 @@ impl SegmentAppender {
                 );
                 self.growing.push(glommio::spawn_local(async move {
                     let result =
-                        zero_fill(&file, &path, from, step_bytes as usize, &data_end).await;
+                        zero_fill(&file, &path, from, step_bytes as usize, &data_end, &slot).await;
                     zero_filling.set(false);
                     failed.set(result.is_err());
                     result?;
@@ -367,77 +376,6 @@ impl SegmentAppender {
             }
         }
     }
-}
-
-/// Zeros go out in pieces of this size, one at a time per shard, while the data is more
-/// than [`ZERO_FILL_URGENT_BYTES`] behind them: a flush's small write queued behind zeros
-/// at the device then waits for one 256 KiB piece, not a whole step — nor for every
-/// partition's step at once when a uniform load (200 partitions at the same rate,
-/// measured) brings them all to their next step together. Once the data is close, the
-/// rest of the step goes in one write: the device writes one 2 MiB request far faster
-/// than eight 256 KiB ones (durable appends at full speed measured 1.3 GB/s against
-/// 0.8 GB/s with pieces only).
-const ZERO_FILL_PIECE_BYTES: usize = 256 << 10;
-/// Data closer than this to the next zeros makes the rest of the step urgent.
-const ZERO_FILL_URGENT_BYTES: u64 = 1 << 20;
-
-thread_local! {
-    /// The shard's zero-fill slot (a shard is a thread): one non-urgent piece at a time.
-    static ZERO_FILL_SLOT: Rc<glommio::sync::Semaphore> =
-        Rc::new(glommio::sync::Semaphore::new(1));
-}
-
-/// Writes `bytes` zeros at `from` and fdatasyncs, so the file-size change is committed
-/// here, off the flush path, instead of by the next flush's fdatasync.
-async fn zero_fill(
-    file: &DmaFile,
-    path: &std::path::Path,
-    from: u64,
-    bytes: usize,
-    data_end: &Cell<u64>,
-) -> Result<()> {
-    let end = from + bytes as u64;
-    let mut at = from;
-    // One zeroed piece serves every full piece of the step.
-    let mut piece_zeros: Option<Rc<DmaBuffer>> = None;
-    while at < end {
-        let urgent = data_end.get() + ZERO_FILL_URGENT_BYTES >= at;
-        let piece = if urgent {
-            (end - at) as usize
-        } else {
-            ZERO_FILL_PIECE_BYTES.min((end - at) as usize)
-        };
-        let zeros = match &piece_zeros {
-            Some(zeros) if zeros.len() == piece => Rc::clone(zeros),
-            _ => {
-                let mut zeros = file.alloc_dma_buffer(piece);
-                zeros.as_bytes_mut().fill(0);
-                let zeros = Rc::new(zeros);
-                if piece == ZERO_FILL_PIECE_BYTES {
-                    piece_zeros = Some(Rc::clone(&zeros));
-                }
-                zeros
-            }
-        };
-        let _slot = if urgent {
-            None
-        } else {
-            let slot = ZERO_FILL_SLOT.with(Rc::clone);
-            let permit = slot.acquire_static_permit(1).await.map_err(|e| {
-                StorageError::io("zero-fill", path, std::io::Error::other(e.to_string()))
-            })?;
-            Some(permit)
-        };
-        let n = file
-            .write_rc_at(zeros, at)
-            .await
-            .map_err(|e| StorageError::io("zero-fill", path, e))?;
-        check_full_write(path, at, n, piece)?;
-        at += piece as u64;
-    }
-    file.fdatasync()
-        .await
-        .map_err(|e| StorageError::io("zero-fill fdatasync", path, e))
 }
 
 /// One flush of one file: the sealed chunks, ready to be written, and the write-behind
@@ -463,7 +401,7 @@ async fn write_chunk(file: Rc<DmaFile>, path: PathBuf, chunk: Chunk) -> Result<(
         .write_rc_at(Rc::clone(&chunk.data), chunk.position.0)
         .await
         .map_err(|e| StorageError::io("write", &path, e))?;
-    check_full_write(&path, chunk.position.0, n, want)
+    StorageError::check_full_write(&path, chunk.position.0, n, want)
 }
 
 impl FlushWrite {
@@ -523,20 +461,6 @@ impl FlushWrite {
     }
 }
 
-fn check_full_write(path: &std::path::Path, at: u64, written: usize, want: usize) -> Result<()> {
-    if written == want {
-        return Ok(());
-    }
-    Err(StorageError::io(
-        "write",
-        path,
-        std::io::Error::new(
-            std::io::ErrorKind::WriteZero,
-            format!("short write at {at}: {written} of {want} bytes"),
-        ),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -565,6 +489,7 @@ mod tests {
             0,
             growth,
             chunk_bytes_max,
+            ZeroFillSlot::new(),
         )
         .await
         .expect("appender")
@@ -649,10 +574,16 @@ mod tests {
             let file = Rc::clone(a.file());
             drop(a);
             file.truncate(6000).await.expect("truncate");
-            let mut b =
-                SegmentAppender::open(file, path.clone(), 6000, FileGrowth::Append, 64 << 10)
-                    .await
-                    .expect("reopen");
+            let mut b = SegmentAppender::open(
+                file,
+                path.clone(),
+                6000,
+                FileGrowth::Append,
+                64 << 10,
+                ZeroFillSlot::new(),
+            )
+            .await
+            .expect("reopen");
             assert_eq!(b.end().0, 6000);
             assert!(b.begin_flush().is_none(), "nothing new to flush");
             let second = pattern(3000, 2);

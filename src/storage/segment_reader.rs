@@ -162,7 +162,7 @@ mod tests {
     use crate::storage::{
         config::FileGrowth,
         segment::open_dma,
-        segment_appender::SegmentAppender,
+        segment_appender::{SegmentAppender, ZeroFillSlot},
         test_support::{run, test_dir},
     };
     use weir_client::record_batch::build_batch;
@@ -176,6 +176,7 @@ mod tests {
             0,
             FileGrowth::Append,
             64 << 10,
+            ZeroFillSlot::new(),
         )
         .await
         .expect("appender");

@@ -18,7 +18,7 @@ use super::{
     partition_log::PartitionLog,
     recovery::RecoveryReport,
     segment::open_dma,
-    segment_appender::ALIGN,
+    segment_appender::{ZeroFillSlot, ALIGN},
     Result, StorageError,
 };
 
@@ -42,6 +42,7 @@ struct ShardInner {
     flusher: FlushScheduler,
     clock: Clock,
     next_log_id: Cell<u64>,
+    zero_fill: ZeroFillSlot,
     flush_task: RefCell<Option<Task<()>>>,
 }
 
@@ -75,6 +76,7 @@ impl ShardStorage {
                 flusher,
                 clock,
                 next_log_id: Cell::new(1),
+                zero_fill: ZeroFillSlot::new(),
                 flush_task: RefCell::new(Some(task)),
             }),
         })
@@ -91,6 +93,7 @@ impl ShardStorage {
             flusher: self.inner.flusher.clone(),
             cache: Rc::clone(&self.inner.cache),
             clock: self.inner.clock.clone(),
+            zero_fill: self.inner.zero_fill.clone(),
         };
         PartitionLog::open(env, dir, config).await
     }

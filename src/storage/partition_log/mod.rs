@@ -158,11 +158,13 @@ impl PartitionLog {
         }
         match segments.back_mut() {
             Some(active) => {
-                active.activate(&config).await?;
+                active.activate(&config, &env.zero_fill).await?;
                 active.sync_log().await?;
             }
             None => {
-                segments.push_back(Segment::create(dir, Offset(0), &config, now).await?);
+                segments.push_back(
+                    Segment::create(dir, Offset(0), &config, now, &env.zero_fill).await?,
+                );
                 sync_dir(dir).await?;
             }
         }
@@ -344,7 +346,14 @@ impl PartitionLog {
         let shared = &self.shared;
         let base = shared.state.borrow().log_end;
         let now = shared.env.clock.now_ms();
-        let segment = Segment::create(&shared.dir, base, &shared.config, now).await?;
+        let segment = Segment::create(
+            &shared.dir,
+            base,
+            &shared.config,
+            now,
+            &shared.env.zero_fill,
+        )
+        .await?;
         sync_dir(&shared.dir).await?;
         let mut st = shared.state.borrow_mut();
         st.segments
