@@ -1,6 +1,6 @@
 # Shared by the broker benchmark scripts (sourced, not run): builds the release broker,
 # checks the Python clients are installed, and starts/stops one shard pinned to core 1
-# on a fresh data directory.
+# on a fresh data directory. $weir is the broker binary (default target/release/weir).
 
 cargo build --release --quiet --bin weir
 py=target/pyenv/bin/python
@@ -12,7 +12,7 @@ start_broker() {
   local port=$1
   shift
   broker_data=$(mktemp -d -p target/bench-data)
-  target/release/weir serve --listen 127.0.0.1:"$port" --shards 1 --cores 1 \
+  "${weir:-target/release/weir}" serve --listen 127.0.0.1:"$port" --shards 1 --cores 1 \
     --data-dir "$broker_data" --log-level warn "$@" &
   broker_pid=$!
   for _ in $(seq 1 100); do

@@ -241,15 +241,18 @@ pub enum WalkError {
     Malformed(i64),
 }
 
-fn be_i16(b: &[u8], at: usize) -> i16 {
+/// The big-endian `i16` at `at` in `b` (which must hold it: callers check lengths first).
+pub fn be_i16(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([b[at], b[at + 1]])
 }
 
-fn be_i32(b: &[u8], at: usize) -> i32 {
+/// The big-endian `i32` at `at` in `b` (which must hold it).
+pub fn be_i32(b: &[u8], at: usize) -> i32 {
     i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-fn be_i64(b: &[u8], at: usize) -> i64 {
+/// The big-endian `i64` at `at` in `b` (which must hold it).
+pub fn be_i64(b: &[u8], at: usize) -> i64 {
     let mut x = [0u8; 8];
     x.copy_from_slice(&b[at..at + 8]);
     i64::from_be_bytes(x)

@@ -32,9 +32,9 @@ use bytes::Bytes;
 use super::Offset;
 
 use weir_client::record_batch::{
-    ATTRIBUTES_AT, BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, BATCH_LENGTH_AT, CRC_AT, CRC_COVERED_FROM,
-    LAST_OFFSET_DELTA_AT, LEADER_EPOCH_AT, MAGIC_AT, MAX_TIMESTAMP_AT, PRODUCER_EPOCH_AT,
-    PRODUCER_ID_AT, RECORD_COUNT_AT,
+    be_i16, be_i32, be_i64, ATTRIBUTES_AT, BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, BATCH_LENGTH_AT,
+    CRC_AT, CRC_COVERED_FROM, LAST_OFFSET_DELTA_AT, LEADER_EPOCH_AT, MAGIC_AT, MAX_TIMESTAMP_AT,
+    PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_COUNT_AT,
 };
 pub use weir_client::record_batch::{HEADER_BYTES, LOG_OVERHEAD_BYTES, MAGIC_V2};
 
@@ -110,20 +110,6 @@ pub enum BatchError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordBatch<'a> {
     bytes: &'a [u8],
-}
-
-fn be_i16(b: &[u8], at: usize) -> i16 {
-    i16::from_be_bytes([b[at], b[at + 1]])
-}
-
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    i64::from_be_bytes(a)
 }
 
 /// The fields of a batch header that locating and indexing need, readable from the first
