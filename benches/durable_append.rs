@@ -62,6 +62,7 @@ async fn start(dir: &std::path::Path, flush: FlushConfig, cache: usize) -> Shard
             data_dir: dir.to_path_buf(),
             flush,
             cache_bytes_max: cache,
+            metrics: Default::default(),
         },
         Clock::System,
     )

@@ -60,6 +60,10 @@ pub struct BrokerConfig {
     pub default_partitions: u32,
     /// `tracing` filter, e.g. `info` or `weir=debug`.
     pub log_level: String,
+    /// How log lines are written.
+    pub log_format: LogFormat,
+    /// Where `/metrics`, `/health` and `/ready` are served; `None` serves nothing.
+    pub metrics_listen: Option<SocketAddr>,
     /// Largest request frame accepted; a larger one closes the connection.
     pub max_request_bytes: usize,
     /// Largest record batch accepted (Kafka's `message.max.bytes`).
@@ -90,6 +94,8 @@ impl Default for BrokerConfig {
             auto_create_topics: true,
             default_partitions: 1,
             log_level: "info".into(),
+            log_format: LogFormat::Text,
+            metrics_listen: Some(SocketAddr::from(([0, 0, 0, 0], METRICS_PORT))),
             max_request_bytes: 100 << 20,
             message_max_bytes: 1 << 20,
             cache_bytes_max: 256 << 20,
@@ -98,6 +104,18 @@ impl Default for BrokerConfig {
             log: LogConfig::default(),
         }
     }
+}
+
+/// The metrics endpoint's default port (Redpanda's admin port, where operators look).
+pub const METRICS_PORT: u16 = 9644;
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines; coloured only when written to a terminal.
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
 }
 
 /// Settings as written in a TOML file or given as flags; unset fields keep the value
@@ -129,6 +147,10 @@ pub struct ConfigOverrides {
     pub default_partitions: Option<u32>,
     /// `--log-level LEVEL`
     pub log_level: Option<String>,
+    /// `--log-format text|json`
+    pub log_format: Option<String>,
+    /// `--metrics-listen HOST:PORT|off`
+    pub metrics_listen: Option<String>,
     /// `--max-request-bytes N`
     pub max_request_bytes: Option<usize>,
     /// `--message-max-bytes N`
@@ -182,6 +204,8 @@ impl ConfigOverrides {
             auto_create_topics: self.auto_create_topics.or(below.auto_create_topics),
             default_partitions: self.default_partitions.or(below.default_partitions),
             log_level: self.log_level.or(below.log_level),
+            log_format: self.log_format.or(below.log_format),
+            metrics_listen: self.metrics_listen.or(below.metrics_listen),
             max_request_bytes: self.max_request_bytes.or(below.max_request_bytes),
             message_max_bytes: self.message_max_bytes.or(below.message_max_bytes),
             cache_bytes: self.cache_bytes.or(below.cache_bytes),
@@ -248,6 +272,29 @@ impl BrokerConfig {
         }
         if let Some(l) = o.log_level {
             self.log_level = l;
+        }
+        if let Some(f) = o.log_format {
+            self.log_format = match f.as_str() {
+                "text" => LogFormat::Text,
+                "json" => LogFormat::Json,
+                other => {
+                    return Err(invalid(
+                        "--log-format",
+                        format!("{other:?} is neither text nor json"),
+                    ))
+                }
+            };
+        }
+        if let Some(m) = o.metrics_listen {
+            self.metrics_listen = match m.as_str() {
+                "off" | "none" => None,
+                addr => Some(addr.parse().map_err(|_| {
+                    invalid(
+                        "--metrics-listen",
+                        format!("{addr:?} is not HOST:PORT (or off)"),
+                    )
+                })?),
+            };
         }
         if let Some(n) = o.max_request_bytes {
             self.max_request_bytes = n;
@@ -400,6 +447,34 @@ mod tests {
         assert_eq!(profile.inflight_bytes_max, default.inflight_bytes_max);
         assert_eq!(profile.cache_bytes_max, default.cache_bytes_max);
         assert_eq!(seen[3].1.flush_mode, FlushMode::WriteOnly);
+    }
+
+    #[test]
+    fn metrics_and_log_format_flags_parse_and_refuse_nonsense() {
+        let default = BrokerConfig::default();
+        assert_eq!(
+            default.metrics_listen,
+            Some(SocketAddr::from(([0, 0, 0, 0], METRICS_PORT)))
+        );
+        let o = ConfigOverrides {
+            metrics_listen: Some("off".into()),
+            log_format: Some("json".into()),
+            ..ConfigOverrides::default()
+        };
+        let c = BrokerConfig::default().apply(o).expect("valid");
+        assert_eq!((c.metrics_listen, c.log_format), (None, LogFormat::Json));
+        for bad in [
+            ConfigOverrides {
+                metrics_listen: Some("9644".into()),
+                ..ConfigOverrides::default()
+            },
+            ConfigOverrides {
+                log_format: Some("xml".into()),
+                ..ConfigOverrides::default()
+            },
+        ] {
+            assert!(BrokerConfig::default().apply(bad).is_err());
+        }
     }
 
     #[test]

@@ -66,6 +66,7 @@ pub mod api;
 pub mod config;
 pub mod group;
 pub mod metadata;
+pub mod metrics;
 pub mod net;
 pub mod reserve_alloc;
 pub mod shard;

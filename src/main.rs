@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use weir::{
     admin::commands::{Admin, AdminError, ResetTarget},
-    config::{BrokerConfig, ConfigOverrides},
+    config::{BrokerConfig, ConfigOverrides, LogFormat},
 };
 
 /// Survives requests that claim absurd array lengths; see `weir::reserve_alloc`.
@@ -148,6 +148,12 @@ struct ServeArgs {
     /// Log filter, e.g. info, debug, weir=debug. [default: info]
     #[arg(long, value_name = "LEVEL")]
     log_level: Option<String>,
+    /// Log lines as plain text (coloured only on a terminal) or one JSON object each. [default: text]
+    #[arg(long, value_name = "text|json")]
+    log_format: Option<String>,
+    /// Where /metrics (Prometheus), /health and /ready are served, or off. [default: 0.0.0.0:9644]
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_listen: Option<String>,
     /// Largest request accepted; larger closes the connection. [default: 104857600]
     #[arg(long, value_name = "BYTES")]
     max_request_bytes: Option<usize>,
@@ -193,6 +199,8 @@ impl ServeArgs {
                 auto_create_topics: self.auto_create_topics,
                 default_partitions: self.default_partitions,
                 log_level: self.log_level,
+                log_format: self.log_format,
+                metrics_listen: self.metrics_listen,
                 max_request_bytes: self.max_request_bytes,
                 message_max_bytes: self.message_max_bytes,
                 cache_bytes: self.cache_bytes,
@@ -259,9 +267,15 @@ fn main() -> anyhow::Result<()> {
         None => ConfigOverrides::default(),
     };
     let config = BrokerConfig::default().apply(flags.over(from_file))?;
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&config.log_level))
-        .init();
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&config.log_level));
+    match config.log_format {
+        LogFormat::Json => logs.json().init(),
+        // Colour codes only where a terminal will render them, not in files.
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init(),
+    }
     tracing::debug!(?config, "configuration");
     let stop = weir::shard::signals::stop_on_signals().context("installing signal handling")?;
     weir::shard::run(config, stop).context("broker stopped")?;

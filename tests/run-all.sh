@@ -6,11 +6,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The disk-full test mounts a small ext4 image through a loop device; the interop tests
-# drive the broker with kcat (librdkafka).
+# drive the broker with kcat (librdkafka); the metrics test checks the exposition with
+# promtool (Debian's prometheus package).
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v mount >/dev/null || need+=(mount)
 command -v kcat >/dev/null || need+=(kcat)
+command -v promtool >/dev/null || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
@@ -21,7 +23,7 @@ if [ ! -x target/pyenv/bin/python ]; then
   python3 -m venv target/pyenv
 fi
 target/pyenv/bin/pip install --quiet --disable-pip-version-check \
-  kafka-python==3.0.12 confluent-kafka==2.16.1
+  kafka-python==3.0.12 confluent-kafka==2.16.1 prometheus-client==0.21.1
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings

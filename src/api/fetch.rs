@@ -10,12 +10,16 @@ use std::{
 };
 
 use bytes::Bytes;
-use kafka_protocol::messages::{
-    fetch_response::{FetchableTopicResponse, PartitionData},
-    FetchRequest, FetchResponse,
+use kafka_protocol::{
+    messages::{
+        fetch_response::{FetchableTopicResponse, PartitionData},
+        FetchRequest, FetchResponse,
+    },
+    ResponseError,
 };
 
 use crate::{
+    metrics::ShardMetrics,
     shard::context::ShardContext,
     storage::{Offset, StorageError},
 };
@@ -134,6 +138,24 @@ fn record_bytes_max(req: &FetchRequest) -> usize {
         .min(RESPONSE_RECORD_BYTES_MAX)
 }
 
+/// Counts what a fetch returned: bytes per topic, and the partitions that got errors.
+fn count(metrics: &ShardMetrics, topics: &[FetchableTopicResponse]) {
+    for t in topics {
+        let bytes: usize = t
+            .partitions
+            .iter()
+            .filter_map(|p| p.records.as_ref())
+            .map(Bytes::len)
+            .sum();
+        metrics.fetched(t.topic.0.as_str(), bytes as u64);
+        for p in t.partitions.iter().filter(|p| p.error_code != 0) {
+            if let Some(e) = ResponseError::try_from_code(p.error_code) {
+                metrics.partition_error("Fetch", e);
+            }
+        }
+    }
+}
+
 /// Reads every partition; waits for more data while fewer than `min_bytes` are
 /// available, no partition failed and `max_wait_ms` has not passed. Its answer's size
 /// is claimed from the connection's budget first (see [`Handler::answer_bytes_max`]).
@@ -156,6 +178,7 @@ impl Handler for Fetch {
             let (topics, total, errors) = read_all(&ctx, &req, call.version()).await;
             let now = Instant::now();
             if total >= min_bytes.max(1) || errors || now >= deadline {
+                count(&ctx.metrics, &topics);
                 let mut response = FetchResponse::default();
                 response.responses = topics;
                 response.session_id = 0;

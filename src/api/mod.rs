@@ -30,7 +30,7 @@ pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
 
-use std::{future::Future, rc::Rc};
+use std::{future::Future, rc::Rc, time::Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::future::LocalBoxFuture;
@@ -258,15 +258,21 @@ fn decode_as<H: Handler>(call: Call, body: Bytes) -> Result<Decoded, RequestErro
         source,
     })?;
     let answer_bytes_max = H::answer_bytes_max(&request);
+    let decoded_at = Instant::now();
     Ok(Decoded {
         key,
         answer_bytes_max,
         start: Box::new(move |ctx| {
             Box::pin(async move {
                 let correlation_id = call.header.correlation_id;
+                let counted = Rc::clone(&ctx);
                 let rest = H::start(ctx, call, request).await;
                 Box::pin(async move {
-                    match rest.await {
+                    let reply = rest.await;
+                    counted
+                        .metrics
+                        .request(api_name::<H>(), decoded_at.elapsed());
+                    match reply {
                         Reply::Respond(r) => encode(key, correlation_id, version, &r),
                         Reply::RespondAt(v, r) => encode(key, correlation_id, v, &r),
                         Reply::Silent => Some(Bytes::new()),
@@ -275,6 +281,13 @@ fn decode_as<H: Handler>(call: Call, body: Bytes) -> Result<Decoded, RequestErro
             })
         }),
     })
+}
+
+/// The API's name as metrics label it: the handler's type name, which is Kafka's name
+/// for the API (`Produce`, `OffsetCommit`, …).
+fn api_name<H: Handler>() -> &'static str {
+    let full = std::any::type_name::<H>();
+    full.rsplit("::").next().unwrap_or(full)
 }
 
 /// Decodes a request frame (without its length prefix): the header, then the body by

@@ -16,6 +16,7 @@ use kafka_protocol::{
 };
 
 use crate::{
+    metrics::ShardMetrics,
     shard::context::ShardContext,
     storage::{partition_log::Durable, Offset, ProducePayload},
 };
@@ -28,6 +29,8 @@ enum Pending {
         base: Offset,
         log_start: Offset,
         durable: Durable,
+        records: u64,
+        bytes: u64,
     },
 }
 
@@ -54,6 +57,8 @@ async fn append_one(
             base: appended.base_offset,
             log_start: log.log_start_offset(),
             durable: appended.durable,
+            records: payload.record_count(),
+            bytes: payload.total_bytes() as u64,
         },
         Err(e) => Pending::Failed(e.kafka_error(), Some(e.to_string())),
     }
@@ -95,9 +100,30 @@ async fn append(ctx: &ShardContext, req: &ProduceRequest) -> Appended {
 
 /// Waits until every appended partition is durable (acks 1 or -1) and answers, or
 /// answers nothing (acks 0).
-async fn acknowledge(version: i16, appended: Appended) -> Reply<ProduceResponse> {
+/// Counts what a partition's produce came to: records in, or the error it got.
+fn count(metrics: &ShardMetrics, topic: &str, outcome: Result<(u64, u64), ResponseError>) {
+    match outcome {
+        Ok((records, bytes)) => metrics.produced(topic, records, bytes),
+        Err(e) => metrics.partition_error("Produce", e),
+    }
+}
+
+async fn acknowledge(
+    ctx: Rc<ShardContext>,
+    version: i16,
+    appended: Appended,
+) -> Reply<ProduceResponse> {
     let Appended { acks, pending } = appended;
+    let metrics = &ctx.metrics;
     if acks == 0 {
+        for (topic, _, p) in &pending {
+            match p {
+                Pending::Failed(e, _) => count(metrics, topic, Err(*e)),
+                Pending::Appended { records, bytes, .. } => {
+                    count(metrics, topic, Ok((*records, *bytes)))
+                }
+            }
+        }
         return Reply::Silent;
     }
     // Fields a version does not have must keep their defaults, or encoding fails.
@@ -115,6 +141,7 @@ async fn acknowledge(version: i16, appended: Appended) -> Reply<ProduceResponse>
         r.log_append_time_ms = -1;
         match p {
             Pending::Failed(error, text) => {
+                count(metrics, &topic, Err(error));
                 r.error_code = error.code();
                 r.error_message = message(text);
                 r.base_offset = -1;
@@ -124,12 +151,16 @@ async fn acknowledge(version: i16, appended: Appended) -> Reply<ProduceResponse>
                 base,
                 log_start: start,
                 durable,
+                records,
+                bytes,
             } => match durable.await {
                 Ok(()) => {
+                    count(metrics, &topic, Ok((records, bytes)));
                     r.base_offset = base.to_wire();
                     r.log_start_offset = log_start(start);
                 }
                 Err(e) => {
+                    count(metrics, &topic, Err(e.kafka_error()));
                     r.error_code = e.code();
                     r.error_message = message(Some(e.to_string()));
                     r.base_offset = -1;
@@ -176,7 +207,7 @@ impl Handler for Produce {
     ) -> impl Future<Output = impl Future<Output = Reply<ProduceResponse>> + 'static> {
         async move {
             let appended = append(&ctx, &request).await;
-            acknowledge(call.version(), appended)
+            acknowledge(ctx, call.version(), appended)
         }
     }
 

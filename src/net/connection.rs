@@ -62,6 +62,41 @@ pub enum ConnectionError {
     Request(#[from] RequestError),
 }
 
+impl ConnectionError {
+    /// A short name for why the connection ended, for the metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ConnectionError::Io(_) => "socket",
+            ConnectionError::Frame(_) => "frame",
+            ConnectionError::Idle(_) => "idle",
+            ConnectionError::Stalled(_) => "stalled",
+            ConnectionError::Request(_) => "request",
+        }
+    }
+
+    /// True for a protocol refusal: a frame or request the broker does not serve, which
+    /// a client's settings may cause and an operator should see.
+    pub fn is_protocol(&self) -> bool {
+        matches!(
+            self,
+            ConnectionError::Frame(_) | ConnectionError::Request(_)
+        )
+    }
+
+    /// Logs why the connection ended: a protocol refusal at info when `loud` (the
+    /// caller rate-limits), anything else at debug.
+    pub fn log(&self, shard: usize, peer: Option<std::net::SocketAddr>, loud: bool) {
+        match self {
+            ConnectionError::Frame(_) | ConnectionError::Request(_) => {
+                if loud {
+                    tracing::info!(shard, ?peer, error = %self, "closed a connection: the client sent what the broker does not serve");
+                }
+            }
+            _ => tracing::debug!(shard, ?peer, error = %self, "connection closed"),
+        }
+    }
+}
+
 /// The bytes one connection's unanswered requests claim, and a wake-up for its reader
 /// whenever answers are sent.
 struct Claims {

@@ -33,6 +33,7 @@ pub async fn serve(ctx: Rc<ShardContext>, stop: Arc<AtomicBool>) -> std::io::Res
     let addr = shard_addr(ctx.config.listen, ctx.id);
     let listener = TcpListener::bind(addr).map_err(std::io::Error::from)?;
     tracing::info!(shard = ctx.id.0, %addr, "listening");
+    ctx.metrics.broker().shard_serving();
     let exited = Rc::new(Cell::new(false));
     let watcher = glommio::spawn_local(wake_on_stop(
         Arc::clone(&stop),
@@ -48,10 +49,19 @@ pub async fn serve(ctx: Rc<ShardContext>, stop: Arc<AtomicBool>) -> std::io::Res
         match accepted {
             Ok(stream) => {
                 let ctx = Rc::clone(&ctx);
+                ctx.metrics.connections_accepted.inc();
+                ctx.metrics.connections_open.inc();
                 glommio::spawn_local(async move {
                     let peer = stream.peer_addr().ok();
-                    if let Err(e) = connection::serve(ctx, stream).await {
-                        tracing::debug!(?peer, error = %e, "connection closed");
+                    let outcome = connection::serve(Rc::clone(&ctx), stream).await;
+                    ctx.metrics.connections_open.dec();
+                    ctx.metrics.connection_closed(match &outcome {
+                        Ok(()) => "client",
+                        Err(e) => e.reason(),
+                    });
+                    if let Err(e) = outcome {
+                        let loud = e.is_protocol() && ctx.metrics.protocol_log_due();
+                        e.log(ctx.id.0, peer, loud);
                     }
                 })
                 .detach();

@@ -20,6 +20,7 @@ use crate::{
         registry::{RegistryError, TopicInfo, TopicRegistry},
         topic_name,
     },
+    metrics::{BrokerMetrics, ShardMetrics},
     storage::{Clock, FlushConfig, PartitionLog, ShardStorage, ShardStorageConfig, StorageError},
 };
 
@@ -71,6 +72,8 @@ pub struct ShardContext {
     pub storage: ShardStorage,
     /// Request bytes read but not yet answered, in KiB: the shard's back-pressure.
     pub inflight: Rc<Semaphore>,
+    /// This shard's metrics.
+    pub metrics: ShardMetrics,
     /// This shard's copy of the registry, refreshed when its version changes, so the
     /// data path never takes the registry's broker-wide lock.
     topics: RefCell<HashMap<String, TopicShape>>,
@@ -88,7 +91,9 @@ impl ShardContext {
         registry: Arc<TopicRegistry>,
         producer_ids: Arc<ProducerIds>,
         offsets: Arc<OffsetStore>,
+        metrics: Arc<BrokerMetrics>,
     ) -> Result<Rc<ShardContext>, StorageError> {
+        let metrics = ShardMetrics::new(metrics, id.0);
         let storage = ShardStorage::start(
             ShardStorageConfig {
                 data_dir: config.data_dir.join(format!("shard-{}", id.0)),
@@ -98,6 +103,7 @@ impl ShardContext {
                     dirty_bytes_max: config.flush_bytes_max,
                 },
                 cache_bytes_max: config.cache_bytes_max,
+                metrics: metrics.storage.clone(),
             },
             Clock::System,
         )
@@ -120,6 +126,7 @@ impl ShardContext {
             reopen_attempts: RefCell::new(HashMap::new()),
             seen_version: Cell::new(0),
             sync_lock: Semaphore::new(1),
+            metrics,
         });
         ctx.open_owned_partitions().await;
         glommio::spawn_local(Self::enforce_retention(Rc::downgrade(&ctx))).detach();
@@ -165,6 +172,12 @@ impl ShardContext {
     /// True when this shard owns partition `p` of `topic`.
     pub fn owns(&self, topic: &str, p: u32) -> bool {
         partition_shard(topic, p, self.config.shards) == self.id
+    }
+
+    /// KiB of unanswered request bytes the shard holds now (its in-flight budget in use).
+    pub fn inflight_kib_held(&self) -> u64 {
+        let capacity = self.config.inflight_bytes_max.div_ceil(1024) as u64;
+        capacity.saturating_sub(self.inflight.available())
     }
 
     /// True when this shard coordinates `group`.
@@ -246,7 +259,7 @@ impl ShardContext {
     }
 
     /// Every open partition log of the shard, with its topic and partition.
-    fn open_logs(&self) -> Vec<(PartitionKey, PartitionLog)> {
+    pub(super) fn open_logs(&self) -> Vec<(PartitionKey, PartitionLog)> {
         self.logs
             .borrow()
             .iter()

@@ -3,6 +3,7 @@
 //! data path; the topic registry is the only state they all read.
 
 pub mod context;
+mod metrics_publisher;
 pub mod signals;
 
 use std::sync::{atomic::AtomicBool, Arc};
@@ -17,6 +18,7 @@ use crate::{
         producer_ids::ProducerIds,
         registry::TopicRegistry,
     },
+    metrics::{self, BrokerMetrics},
     net::listener,
 };
 
@@ -61,6 +63,15 @@ pub enum BrokerError {
         #[source]
         source: std::io::Error,
     },
+    /// The metrics endpoint could not be bound.
+    #[error("metrics endpoint {addr}: {source}")]
+    Metrics {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// The socket error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A shard's thread panicked or could not be joined.
     #[error("shard {shard}: {reason}")]
     Thread {
@@ -96,6 +107,11 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
         1 << 30,
     )?);
     let config = Arc::new(config);
+    let metrics = BrokerMetrics::new(config.shards);
+    if let Some(addr) = config.metrics_listen {
+        metrics::http::start(addr, Arc::clone(&metrics))
+            .map_err(|source| BrokerError::Metrics { addr, source })?;
+    }
     tracing::info!(
         shards = config.shards,
         cores = ?(0..config.shards).map(|s| config.core_of(s)).collect::<Vec<_>>(),
@@ -111,15 +127,23 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
         let producer_ids = Arc::clone(&producer_ids);
         let stop = Arc::clone(&stop);
         let offsets = Arc::clone(&offsets);
+        let metrics = Arc::clone(&metrics);
         let core = config.core_of(shard);
         let handle = LocalExecutorBuilder::new(Placement::Fixed(core))
             .name(&format!("weir-shard-{shard}"))
             .spin_before_park(config.spin_before_park)
             .spawn(move || async move {
-                let ctx =
-                    ShardContext::start(ShardId(shard), config, registry, producer_ids, offsets)
-                        .await
-                        .map_err(|source| BrokerError::Storage { shard, source })?;
+                let ctx = ShardContext::start(
+                    ShardId(shard),
+                    config,
+                    registry,
+                    producer_ids,
+                    offsets,
+                    metrics,
+                )
+                .await
+                .map_err(|source| BrokerError::Storage { shard, source })?;
+                glommio::spawn_local(metrics_publisher::run(Rc::downgrade(&ctx))).detach();
                 listener::serve(Rc::clone(&ctx), stop)
                     .await
                     .map_err(|source| BrokerError::Listener { shard, source })?;

@@ -19,6 +19,7 @@ use std::{
 use bytes::{Bytes, BytesMut};
 
 use super::{segment_appender::Chunk, FilePosition};
+use crate::metrics::StorageMetrics;
 
 /// Identifies one segment of one open log in the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,14 +42,21 @@ struct CacheState {
 pub struct BatchCache {
     bytes_max: usize,
     state: RefCell<CacheState>,
+    metrics: StorageMetrics,
 }
 
 impl BatchCache {
     /// A cache holding at most `bytes_max` bytes of chunk memory.
     pub fn new(bytes_max: usize) -> BatchCache {
+        BatchCache::with_metrics(bytes_max, StorageMetrics::default())
+    }
+
+    /// [`BatchCache::new`], counting hits, misses and bytes held in `metrics`.
+    pub fn with_metrics(bytes_max: usize, metrics: StorageMetrics) -> BatchCache {
         BatchCache {
             bytes_max,
             state: RefCell::new(CacheState::default()),
+            metrics,
         }
     }
 
@@ -89,6 +97,7 @@ impl BatchCache {
                 s.bytes -= chunk.capacity;
             }
         }
+        self.metrics.cache_bytes.set(s.bytes as i64);
     }
 
     /// Forgets every chunk of `key` (segment deleted, log closed or fenced).
@@ -97,6 +106,7 @@ impl BatchCache {
         if let Some(list) = s.segments.remove(&key) {
             s.bytes -= list.iter().map(|(_, c)| c.capacity).sum::<usize>();
         }
+        self.metrics.cache_bytes.set(s.bytes as i64);
     }
 
     /// Forgets every segment of one log.
@@ -117,6 +127,15 @@ impl BatchCache {
     /// Copies `[position, position + len)` of the segment out of the cache, or returns
     /// `None` unless the cache holds the whole range.
     pub fn read(&self, key: SegmentKey, position: FilePosition, len: usize) -> Option<Bytes> {
+        let read = self.read_cached(key, position, len);
+        match read {
+            Some(_) => self.metrics.cache_hits.inc(),
+            None => self.metrics.cache_misses.inc(),
+        };
+        read
+    }
+
+    fn read_cached(&self, key: SegmentKey, position: FilePosition, len: usize) -> Option<Bytes> {
         let s = self.state.borrow();
         let list = s.segments.get(&key)?;
         let start = position.0;

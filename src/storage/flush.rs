@@ -44,6 +44,7 @@ use super::{
     error::{Result, StorageError},
     failpoint,
 };
+use crate::metrics::StorageMetrics;
 
 /// A round whose writes and fdatasync take this long is logged as a warning with its
 /// timings: every produce in it waited that long for its acknowledgement.
@@ -93,6 +94,7 @@ struct SchedulerState {
     rounds: Cell<u64>,
     round_waiters: RefCell<BTreeMap<u64, Waker>>,
     next_waiter: Cell<u64>,
+    metrics: StorageMetrics,
 }
 
 /// The future of [`FlushScheduler::round_after`].
@@ -146,6 +148,11 @@ pub struct FlushScheduler {
 impl FlushScheduler {
     /// A scheduler with `config`; nothing flushes until [`run`](Self::run) is spawned.
     pub fn new(config: FlushConfig) -> FlushScheduler {
+        FlushScheduler::with_metrics(config, StorageMetrics::default())
+    }
+
+    /// [`FlushScheduler::new`], recording every round in `metrics`.
+    pub fn with_metrics(config: FlushConfig, metrics: StorageMetrics) -> FlushScheduler {
         FlushScheduler {
             state: Rc::new(SchedulerState {
                 config,
@@ -157,6 +164,7 @@ impl FlushScheduler {
                 rounds: Cell::new(0),
                 round_waiters: RefCell::new(BTreeMap::new()),
                 next_waiter: Cell::new(0),
+                metrics,
             }),
         }
     }
@@ -268,7 +276,17 @@ impl FlushScheduler {
                 Ok(())
             };
             let round_time = began.elapsed();
+            let m = &s.metrics;
+            m.rounds.inc();
+            m.round_seconds.observe(round_time.as_secs_f64());
+            if sync {
+                m.sync_seconds
+                    .observe((round_time - write_time).as_secs_f64());
+            }
+            m.round_partitions.observe(logs as f64);
+            m.round_bytes.inc_by(round_bytes);
             if round_time >= SLOW_ROUND {
+                m.slow_rounds.inc();
                 tracing::warn!(
                     logs,
                     bytes = round_bytes,

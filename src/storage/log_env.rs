@@ -5,6 +5,8 @@
 
 use std::rc::Rc;
 
+use crate::metrics::StorageMetrics;
+
 use super::{
     batch_cache::BatchCache, clock::Clock, flush::FlushScheduler, segment_appender::ZeroFillSlot,
 };
@@ -22,4 +24,6 @@ pub struct LogEnv {
     pub clock: Clock,
     /// The shard's zero-fill slot, shared by its segments' appenders.
     pub zero_fill: ZeroFillSlot,
+    /// The shard's storage metrics (recovery, retention, fencing).
+    pub metrics: StorageMetrics,
 }

@@ -9,6 +9,8 @@ use std::{
 
 use glommio::Task;
 
+use crate::metrics::StorageMetrics;
+
 use super::{
     batch_cache::BatchCache,
     clock::Clock,
@@ -34,6 +36,8 @@ pub struct ShardStorageConfig {
     pub flush: FlushConfig,
     /// Memory the batch cache may hold.
     pub cache_bytes_max: usize,
+    /// Where the shard's storage metrics go.
+    pub metrics: StorageMetrics,
 }
 
 struct ShardInner {
@@ -67,11 +71,14 @@ impl ShardStorage {
     /// read fails with EOPNOTSUPP. A real 4 KiB read first gets the right answer.
     pub async fn start(config: ShardStorageConfig, clock: Clock) -> Result<ShardStorage> {
         probe_device(&config.data_dir).await?;
-        let flusher = FlushScheduler::new(config.flush);
+        let flusher = FlushScheduler::with_metrics(config.flush, config.metrics.clone());
         let task = glommio::spawn_local(flusher.clone().run());
         Ok(ShardStorage {
             inner: Rc::new(ShardInner {
-                cache: Rc::new(BatchCache::new(config.cache_bytes_max)),
+                cache: Rc::new(BatchCache::with_metrics(
+                    config.cache_bytes_max,
+                    config.metrics.clone(),
+                )),
                 config,
                 flusher,
                 clock,
@@ -94,6 +101,7 @@ impl ShardStorage {
             cache: Rc::clone(&self.inner.cache),
             clock: self.inner.clock.clone(),
             zero_fill: self.inner.zero_fill.clone(),
+            metrics: self.inner.config.metrics.clone(),
         };
         PartitionLog::open(env, dir, config).await
     }

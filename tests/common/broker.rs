@@ -39,6 +39,11 @@ pub struct Broker {
     extra: Vec<String>,
 }
 
+/// A free loopback port for a test's own listener (the metrics endpoint).
+pub fn free_port() -> u16 {
+    free_ports(1)
+}
+
 /// `n` consecutive free loopback ports, below Linux's ephemeral range: a connect to a
 /// port in that range with nothing listening can connect to itself and fake readiness.
 fn free_ports(n: usize) -> u16 {
@@ -96,6 +101,12 @@ impl Broker {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(["--log-level", "info"])
+            // Brokers of parallel tests must not contend for the default metrics port.
+            .args(if self.extra.iter().any(|a| a == "--metrics-listen") {
+                &[][..]
+            } else {
+                &["--metrics-listen", "127.0.0.1:0"][..]
+            })
             .args(&self.extra)
             .stdout(self.log_file())
             .stderr(self.log_file())

@@ -65,6 +65,7 @@ pub async fn start(
             data_dir: dir.to_path_buf(),
             flush,
             cache_bytes_max,
+            metrics: Default::default(),
         },
         clock,
     )

@@ -87,6 +87,7 @@ impl FlushTarget for LogShared {
                 }
                 Err(e) => {
                     tracing::error!(dir = %self.dir.display(), error = %e, "flush failed; fencing the partition");
+                    self.env.metrics.fenced.inc();
                     st.fenced = e.fence_reason().or(Some(FenceReason {
                         op: "flush",
                         kind: std::io::ErrorKind::Other,

@@ -150,6 +150,8 @@ impl PartitionLog {
                 break;
             }
             let (segment, report) = Segment::open(dir, *base, &config, now).await?;
+            env.metrics.recovered_segments.inc();
+            env.metrics.truncated_bytes.inc_by(report.truncated_bytes);
             reports.push(report);
             segments.push_back(segment);
         }

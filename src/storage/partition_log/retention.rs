@@ -60,6 +60,7 @@ impl PartitionLog {
                 .collect()
         };
         let n = doomed.len();
+        shared.env.metrics.retention_deleted.inc_by(n as u64);
         for (paths, key) in doomed {
             shared.env.cache.remove_segment(key);
             Segment::delete_files(paths).await?;

@@ -20,6 +20,7 @@ async fn start_storage(dir: &Path) -> ShardStorage {
                 ..FlushConfig::default()
             },
             cache_bytes_max: 1 << 20,
+            metrics: Default::default(),
         },
         Clock::System,
     )

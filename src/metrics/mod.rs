@@ -1,0 +1,431 @@
+//! What the broker says about itself while it runs: Prometheus metrics, served with the
+//! health and readiness checks by [`http`].
+//!
+//! Every family is created once at start ([`BrokerMetrics::new`]) and registered in one
+//! registry that only the metrics thread reads. Each shard takes its own handles out of
+//! the families ([`ShardMetrics`], labelled `shard`): on the request path a shard touches
+//! only its own counters (uncontended atomics no other core writes), and a scrape reads
+//! them all. Per-topic counters are looked up once per topic and shard, then kept.
+//! Partition offsets and other shard-local state are published by each shard once a
+//! second ([`ShardMetrics::publish_partition`]), so a scrape never waits for a shard.
+
+pub mod http;
+pub mod storage_metrics;
+
+use std::{
+    cell::{Cell, RefCell},
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Registry,
+};
+
+pub use storage_metrics::StorageMetrics;
+
+/// A shard's label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardLabel {
+    /// The shard index.
+    pub shard: u32,
+}
+
+/// A shard and a Kafka API.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiLabels {
+    /// The shard index.
+    pub shard: u32,
+    /// The API's name, as Kafka spells it (`Produce`, `Fetch`, …).
+    pub api: String,
+}
+
+/// A shard, an API and the Kafka error a partition got.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// The shard index.
+    pub shard: u32,
+    /// The API's name.
+    pub api: String,
+    /// Kafka's name for the error (`NotLeaderOrFollower`, …).
+    pub error: String,
+}
+
+/// A shard and why it closed a connection.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// The shard index.
+    pub shard: u32,
+    /// Why (`frame`, `request`, `idle`, `stalled`, `socket`).
+    pub reason: String,
+}
+
+/// A shard and a topic.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TopicLabels {
+    /// The shard index.
+    pub shard: u32,
+    /// The topic.
+    pub topic: String,
+}
+
+/// A shard and a partition.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PartitionLabels {
+    /// The shard index.
+    pub shard: u32,
+    /// The topic.
+    pub topic: String,
+    /// The partition index.
+    pub partition: u32,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 50 µs to ~13 s: the fastest local request to the longest long poll.
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        50e-6, 2.0, 19,
+    ))
+}
+
+/// Every metric family of the broker, and the registry they are served from.
+pub struct BrokerMetrics {
+    registry: Registry,
+    shards: usize,
+    serving: AtomicUsize,
+    requests: Family<ApiLabels, Counter>,
+    request_latency: Histograms<ApiLabels>,
+    partition_errors: Family<ErrorLabels, Counter>,
+    connections_accepted: Family<ShardLabel, Counter>,
+    connections_closed: Family<ReasonLabels, Counter>,
+    connections_open: Family<ShardLabel, Gauge>,
+    inflight_bytes: Family<ShardLabel, Gauge>,
+    records_in: Family<TopicLabels, Counter>,
+    bytes_in: Family<TopicLabels, Counter>,
+    bytes_out: Family<TopicLabels, Counter>,
+    log_start: Family<PartitionLabels, Gauge>,
+    high_watermark: Family<PartitionLabels, Gauge>,
+    log_end: Family<PartitionLabels, Gauge>,
+    log_bytes: Family<PartitionLabels, Gauge>,
+    storage: storage_metrics::StorageFamilies,
+}
+
+impl BrokerMetrics {
+    /// Creates and registers every family for a broker of `shards` shards.
+    pub fn new(shards: usize) -> Arc<BrokerMetrics> {
+        let mut registry = Registry::with_prefix("weir");
+        let requests = Family::<ApiLabels, Counter>::default();
+        registry.register(
+            "kafka_requests",
+            "Kafka requests decoded, by API",
+            requests.clone(),
+        );
+        let request_latency: Histograms<ApiLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register_with_unit(
+            "kafka_request_latency",
+            "Time from a request's decoding to its response being ready, by API (Produce: to the durable acknowledgement; Fetch: including the long poll)",
+            prometheus_client::registry::Unit::Seconds,
+            request_latency.clone(),
+        );
+        let partition_errors = Family::<ErrorLabels, Counter>::default();
+        registry.register(
+            "kafka_partition_errors",
+            "Partitions answered with a Kafka error, by API and error",
+            partition_errors.clone(),
+        );
+        let connections_accepted = Family::<ShardLabel, Counter>::default();
+        registry.register(
+            "connections_accepted",
+            "Client connections accepted",
+            connections_accepted.clone(),
+        );
+        let connections_closed = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "connections_closed",
+            "Client connections closed, by reason (client: the client closed it)",
+            connections_closed.clone(),
+        );
+        let connections_open = Family::<ShardLabel, Gauge>::default();
+        registry.register(
+            "connections_open",
+            "Client connections open",
+            connections_open.clone(),
+        );
+        let inflight_bytes = Family::<ShardLabel, Gauge>::default();
+        registry.register_with_unit(
+            "inflight_request",
+            "Bytes of unanswered requests the shard holds (bounded by --inflight-bytes)",
+            prometheus_client::registry::Unit::Bytes,
+            inflight_bytes.clone(),
+        );
+        let records_in = Family::<TopicLabels, Counter>::default();
+        registry.register(
+            "records_produced",
+            "Records appended by produce requests, by topic",
+            records_in.clone(),
+        );
+        let bytes_in = Family::<TopicLabels, Counter>::default();
+        registry.register_with_unit(
+            "produced",
+            "Record-batch bytes appended by produce requests, by topic",
+            prometheus_client::registry::Unit::Bytes,
+            bytes_in.clone(),
+        );
+        let bytes_out = Family::<TopicLabels, Counter>::default();
+        registry.register_with_unit(
+            "fetched",
+            "Record-batch bytes returned by fetch requests, by topic",
+            prometheus_client::registry::Unit::Bytes,
+            bytes_out.clone(),
+        );
+        let log_start = Family::<PartitionLabels, Gauge>::default();
+        registry.register(
+            "partition_log_start_offset",
+            "First offset still stored (published every second)",
+            log_start.clone(),
+        );
+        let high_watermark = Family::<PartitionLabels, Gauge>::default();
+        registry.register(
+            "partition_high_watermark",
+            "One past the last durable offset: what consumers can read (published every second)",
+            high_watermark.clone(),
+        );
+        let log_end = Family::<PartitionLabels, Gauge>::default();
+        registry.register(
+            "partition_log_end_offset",
+            "One past the last appended offset (published every second)",
+            log_end.clone(),
+        );
+        let log_bytes = Family::<PartitionLabels, Gauge>::default();
+        registry.register_with_unit(
+            "partition_disk",
+            "Bytes of the partition's segments (published every second)",
+            prometheus_client::registry::Unit::Bytes,
+            log_bytes.clone(),
+        );
+        let storage = storage_metrics::StorageFamilies::register(&mut registry);
+        Arc::new(BrokerMetrics {
+            registry,
+            shards,
+            serving: AtomicUsize::new(0),
+            requests,
+            request_latency,
+            partition_errors,
+            connections_accepted,
+            connections_closed,
+            connections_open,
+            inflight_bytes,
+            records_in,
+            bytes_in,
+            bytes_out,
+            log_start,
+            high_watermark,
+            log_end,
+            log_bytes,
+            storage,
+        })
+    }
+
+    /// The registry, for the metrics thread to encode.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// A shard has recovered its storage and is accepting connections.
+    pub fn shard_serving(&self) {
+        self.serving.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// True once every shard is serving: `/ready`.
+    pub fn ready(&self) -> bool {
+        self.serving.load(Ordering::Relaxed) >= self.shards
+    }
+}
+
+/// One shard's handles into the families. `!Send` (its per-topic cache is shard-local).
+pub struct ShardMetrics {
+    shard: u32,
+    broker: Arc<BrokerMetrics>,
+    /// Requests and latency by API, looked up once per API.
+    apis: RefCell<HashMap<&'static str, (Counter, Histogram)>>,
+    topics: RefCell<HashMap<String, TopicCounters>>,
+    /// Connections accepted.
+    pub connections_accepted: Counter,
+    /// Connections open.
+    pub connections_open: Gauge,
+    /// Unanswered request bytes held.
+    pub inflight_bytes: Gauge,
+    /// The storage engine's metrics of this shard.
+    pub storage: StorageMetrics,
+    /// When a connection closed for a protocol reason was last logged at info.
+    last_protocol_log: Cell<Option<Instant>>,
+}
+
+#[derive(Clone)]
+struct TopicCounters {
+    records_in: Counter,
+    bytes_in: Counter,
+    bytes_out: Counter,
+}
+
+impl ShardMetrics {
+    /// Shard `shard`'s handles.
+    pub fn new(broker: Arc<BrokerMetrics>, shard: usize) -> ShardMetrics {
+        let label = ShardLabel {
+            shard: shard as u32,
+        };
+        ShardMetrics {
+            shard: shard as u32,
+            apis: RefCell::new(HashMap::new()),
+            topics: RefCell::new(HashMap::new()),
+            connections_accepted: broker.connections_accepted.get_or_create_owned(&label),
+            connections_open: broker.connections_open.get_or_create_owned(&label),
+            inflight_bytes: broker.inflight_bytes.get_or_create_owned(&label),
+            storage: broker.storage.for_shard(shard as u32),
+            last_protocol_log: Cell::new(None),
+            broker,
+        }
+    }
+
+    /// True at most once a second: whether to log a connection closed for a protocol
+    /// reason at info (every one is counted in `weir_connections_closed`).
+    pub fn protocol_log_due(&self) -> bool {
+        let now = Instant::now();
+        let due = self
+            .last_protocol_log
+            .get()
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1));
+        if due {
+            self.last_protocol_log.set(Some(now));
+        }
+        due
+    }
+
+    /// The broker-wide metrics.
+    pub fn broker(&self) -> &Arc<BrokerMetrics> {
+        &self.broker
+    }
+
+    /// Counts a request of `api` that took `latency` from decoding to its response.
+    pub fn request(&self, api: &'static str, latency: Duration) {
+        let mut apis = self.apis.borrow_mut();
+        let (count, histogram) = apis.entry(api).or_insert_with(|| {
+            let labels = ApiLabels {
+                shard: self.shard,
+                api: api.to_string(),
+            };
+            (
+                self.broker.requests.get_or_create_owned(&labels),
+                self.broker.request_latency.get_or_create_owned(&labels),
+            )
+        });
+        count.inc();
+        histogram.observe(latency.as_secs_f64());
+    }
+
+    /// Counts a partition answered with Kafka error `error` by `api`.
+    pub fn partition_error(&self, api: &'static str, error: kafka_protocol::ResponseError) {
+        self.broker
+            .partition_errors
+            .get_or_create(&ErrorLabels {
+                shard: self.shard,
+                api: api.to_string(),
+                error: format!("{error:?}"),
+            })
+            .inc();
+    }
+
+    /// Counts a connection closed for `reason`.
+    pub fn connection_closed(&self, reason: &'static str) {
+        self.broker
+            .connections_closed
+            .get_or_create(&ReasonLabels {
+                shard: self.shard,
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    fn topic(&self, topic: &str) -> TopicCounters {
+        if let Some(c) = self.topics.borrow().get(topic) {
+            return c.clone();
+        }
+        let labels = TopicLabels {
+            shard: self.shard,
+            topic: topic.to_string(),
+        };
+        let counters = TopicCounters {
+            records_in: self.broker.records_in.get_or_create_owned(&labels),
+            bytes_in: self.broker.bytes_in.get_or_create_owned(&labels),
+            bytes_out: self.broker.bytes_out.get_or_create_owned(&labels),
+        };
+        self.topics
+            .borrow_mut()
+            .insert(topic.to_string(), counters.clone());
+        counters
+    }
+
+    /// Counts `records` records in `bytes` bytes appended to `topic`.
+    pub fn produced(&self, topic: &str, records: u64, bytes: u64) {
+        let c = self.topic(topic);
+        c.records_in.inc_by(records);
+        c.bytes_in.inc_by(bytes);
+    }
+
+    /// Counts `bytes` bytes of `topic` returned by a fetch.
+    pub fn fetched(&self, topic: &str, bytes: u64) {
+        if bytes > 0 {
+            self.topic(topic).bytes_out.inc_by(bytes);
+        }
+    }
+
+    /// Publishes a partition's offsets and size.
+    pub fn publish_partition(&self, topic: &str, partition: u32, offsets: PartitionOffsets) {
+        let labels = PartitionLabels {
+            shard: self.shard,
+            topic: topic.to_string(),
+            partition,
+        };
+        let b = &self.broker;
+        b.log_start.get_or_create(&labels).set(offsets.log_start);
+        b.high_watermark
+            .get_or_create(&labels)
+            .set(offsets.high_watermark);
+        b.log_end.get_or_create(&labels).set(offsets.log_end);
+        b.log_bytes.get_or_create(&labels).set(offsets.bytes);
+    }
+
+    /// Stops publishing a partition that left this shard (its topic was deleted).
+    pub fn forget_partition(&self, topic: &str, partition: u32) {
+        let labels = PartitionLabels {
+            shard: self.shard,
+            topic: topic.to_string(),
+            partition,
+        };
+        let b = &self.broker;
+        for family in [&b.log_start, &b.high_watermark, &b.log_end, &b.log_bytes] {
+            family.remove(&labels);
+        }
+    }
+}
+
+/// A partition's offsets and size as metrics publish them.
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionOffsets {
+    /// First offset still stored.
+    pub log_start: i64,
+    /// One past the last durable offset.
+    pub high_watermark: i64,
+    /// One past the last appended offset.
+    pub log_end: i64,
+    /// Bytes of the partition's segments.
+    pub bytes: i64,
+}

@@ -1,0 +1,237 @@
+//! The metrics endpoint of a real broker: what it counts agrees with what a client sent
+//! and got back, its output parses with the Prometheus project's own parsers (the
+//! `prometheus-client` Python package for both formats, and `promtool check metrics`),
+//! and it answers only what it serves.
+
+#[allow(dead_code)]
+mod common;
+
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use common::{
+    broker::{free_port, Broker},
+    interop::{python, script},
+    kafka_client::{create, fetch, produce},
+    scratch_dir,
+};
+use weir_client::record_batch::build_batch;
+
+/// One HTTP exchange: the raw request, then everything the server sends until it closes.
+fn exchange(port: u16, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to metrics");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    s.write_all(request).expect("send");
+    // The request is all there is: a partial one then reads as the end of the stream.
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Status line and body of a GET.
+fn get(port: u16, path: &str, accept: Option<&str>) -> (String, String) {
+    let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
+    let answer = exchange(
+        port,
+        format!("GET {path} HTTP/1.1\r\nHost: test\r\n{accept}\r\n").as_bytes(),
+    );
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}
+
+/// Every sample of `text` as the Prometheus Python parser reads it.
+fn parse(text: &str, format: &str) -> Vec<serde_json::Value> {
+    let mut child = Command::new(python())
+        .arg(script("parse_metrics.py"))
+        .arg(format)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the parser");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("parser");
+    assert!(
+        out.status.success(),
+        "the {format} parser refused the exposition: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).expect("parser output")
+}
+
+/// The sum of the samples named `name` whose labels include all of `labels`.
+fn sum(samples: &[serde_json::Value], name: &str, labels: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|s| s["name"] == name)
+        .filter(|s| labels.iter().all(|(k, v)| s["labels"][k] == *v))
+        .map(|s| s["value"].as_f64().unwrap_or(0.0))
+        .sum()
+}
+
+#[test]
+fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
+    let dir = scratch_dir();
+    let metrics_port = free_port();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        1,
+        &["--metrics-listen", &format!("127.0.0.1:{metrics_port}")],
+    );
+    assert_eq!(get(metrics_port, "/health", None).0, "HTTP/1.1 200 OK");
+    assert_eq!(get(metrics_port, "/ready", None).0, "HTTP/1.1 200 OK");
+    assert_eq!(create(broker.port, "metered", 2), 0);
+    let (mut records, mut bytes) = (0u64, 0u64);
+    let mut per_partition = [0u64; 2];
+    for i in 0..15 {
+        let batch = build_batch(7, b"counted", 1_700_000_000_000);
+        bytes += batch.len() as u64;
+        let (error, _) = produce(broker.port, "metered", i % 2, batch);
+        assert_eq!(error, 0);
+        records += 7;
+        per_partition[i as usize % 2] += 7;
+    }
+    let (error, high_watermark, fetched) = fetch(broker.port, "metered", 0, 0);
+    assert_eq!((error, high_watermark), (0, per_partition[0] as i64));
+    // Partition offsets are published once a second.
+    std::thread::sleep(Duration::from_millis(1500));
+
+    let (status, text) = get(metrics_port, "/metrics", None);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let samples = parse(&text, "prometheus");
+    let topic = [("topic", "metered")];
+    assert_eq!(
+        sum(&samples, "weir_records_produced_total", &topic),
+        records as f64
+    );
+    assert_eq!(
+        sum(&samples, "weir_produced_bytes_total", &topic),
+        bytes as f64
+    );
+    assert_eq!(
+        sum(&samples, "weir_fetched_bytes_total", &topic),
+        fetched.len() as f64
+    );
+    assert_eq!(
+        sum(&samples, "weir_kafka_requests_total", &[("api", "Produce")]),
+        15.0
+    );
+    assert_eq!(
+        sum(
+            &samples,
+            "weir_kafka_request_latency_seconds_count",
+            &[("api", "Produce")]
+        ),
+        15.0
+    );
+    for (p, n) in per_partition.iter().enumerate() {
+        let labels = [("topic", "metered"), ("partition", &p.to_string()[..])];
+        assert_eq!(
+            sum(&samples, "weir_partition_high_watermark", &labels),
+            *n as f64
+        );
+        assert_eq!(
+            sum(&samples, "weir_partition_log_end_offset", &labels),
+            *n as f64
+        );
+        assert_eq!(
+            sum(&samples, "weir_partition_log_start_offset", &labels),
+            0.0
+        );
+    }
+    assert!(sum(&samples, "weir_flush_rounds_total", &[]) >= 1.0);
+    assert!(sum(&samples, "weir_flush_bytes_total", &[]) >= bytes as f64);
+    // 1 create + 15 produces + 1 fetch, each on its own connection, and 2 scrapes ago.
+    assert!(sum(&samples, "weir_connections_accepted_total", &[]) >= 17.0);
+    assert_eq!(
+        sum(&samples, "weir_recovered_segments_total", &[]),
+        0.0,
+        "a fresh broker recovered nothing"
+    );
+
+    let (status, open) = get(
+        metrics_port,
+        "/metrics",
+        Some("application/openmetrics-text; version=1.0.0"),
+    );
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(open.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
+    let samples = parse(&open, "openmetrics");
+    assert_eq!(
+        sum(&samples, "weir_records_produced_total", &topic),
+        records as f64
+    );
+
+    // promtool is installed by tests/run-all.sh (Debian's prometheus package).
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is installed by tests/run-all.sh");
+    promtool
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let out = promtool.wait_with_output().expect("promtool");
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_endpoint_answers_only_what_it_serves_and_survives_the_rest() {
+    let dir = scratch_dir();
+    let metrics_port = free_port();
+    let _broker = Broker::start(
+        &dir.path().join("data"),
+        1,
+        &["--metrics-listen", &format!("127.0.0.1:{metrics_port}")],
+    );
+    let status = |answer: String| answer.lines().next().unwrap_or("").to_string();
+    assert_eq!(
+        status(exchange(metrics_port, b"POST /metrics HTTP/1.1\r\n\r\n")),
+        "HTTP/1.1 405 Method Not Allowed"
+    );
+    assert_eq!(
+        get(metrics_port, "/topics", None).0,
+        "HTTP/1.1 404 Not Found"
+    );
+    assert_eq!(
+        status(exchange(metrics_port, b"\x16\x03\x01garbage\r\n\r\n")),
+        "HTTP/1.1 400 Bad Request"
+    );
+    let huge = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
+    assert_eq!(
+        status(exchange(metrics_port, huge.as_bytes())),
+        "HTTP/1.1 431 Request Header Fields Too Large"
+    );
+    // A client that stops half-way through its request is refused.
+    assert_eq!(
+        status(exchange(metrics_port, b"GET /metr")),
+        "HTTP/1.1 400 Bad Request"
+    );
+    let (status, body) = get(metrics_port, "/metrics", None);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(body.contains("weir_connections_open"));
+}
