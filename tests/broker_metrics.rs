@@ -16,8 +16,15 @@ use std::{
 use common::{
     broker::{free_port, Broker},
     interop::{python, script},
-    kafka_client::{create, fetch, produce},
+    kafka_client::{call, connect, create, fetch, name, produce},
     scratch_dir,
+};
+use kafka_protocol::{
+    messages::{
+        offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
+        GroupId, OffsetCommitRequest,
+    },
+    protocol::StrBytes,
 };
 use weir_client::record_batch::build_batch;
 
@@ -107,6 +114,17 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
     }
     let (error, high_watermark, fetched) = fetch(broker.port, "metered", 0, 0);
     assert_eq!((error, high_watermark), (0, per_partition[0] as i64));
+    // A group with no members commits (as a reset tool does) and stops.
+    let mut commit = OffsetCommitRequest::default();
+    commit.group_id = GroupId(StrBytes::from_static_str("readers"));
+    commit.generation_id_or_member_epoch = -1;
+    commit.topics = vec![OffsetCommitRequestTopic::default()
+        .with_name(name("metered"))
+        .with_partitions(vec![OffsetCommitRequestPartition::default()
+            .with_partition_index(0)
+            .with_committed_offset(10)])];
+    let committed = call(&mut connect(broker.port), &commit, 8);
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
     // Partition offsets are published once a second.
     std::thread::sleep(Duration::from_millis(1500));
 
@@ -157,6 +175,17 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
     assert!(sum(&samples, "weir_flush_bytes_total", &[]) >= bytes as f64);
     // 1 create + 15 produces + 1 fetch, each on its own connection, and 2 scrapes ago.
     assert!(sum(&samples, "weir_connections_accepted_total", &[]) >= 17.0);
+    let group = [
+        ("group", "readers"),
+        ("topic", "metered"),
+        ("partition", "0"),
+    ];
+    assert_eq!(sum(&samples, "weir_group_committed_offset", &group), 10.0);
+    assert_eq!(
+        sum(&samples, "weir_group_lag", &group),
+        (per_partition[0] - 10) as f64,
+        "lag = high watermark - committed offset"
+    );
     assert_eq!(
         sum(&samples, "weir_recovered_segments_total", &[]),
         0.0,

@@ -9,6 +9,7 @@
 //! Partition offsets and other shard-local state are published by each shard once a
 //! second ([`ShardMetrics::publish_partition`]), so a scrape never waits for a shard.
 
+pub mod group_offsets;
 pub mod http;
 pub mod storage_metrics;
 
@@ -29,6 +30,8 @@ use prometheus_client::{
 };
 
 pub use storage_metrics::StorageMetrics;
+
+use crate::group::offset_store::OffsetStore;
 
 /// A shard's label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -75,6 +78,26 @@ pub struct TopicLabels {
     pub topic: String,
 }
 
+/// A shard and a consumer group.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupLabels {
+    /// The shard index (the group's coordinator).
+    pub shard: u32,
+    /// The group.
+    pub group: String,
+}
+
+/// A shard, a consumer group and one of its states.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupStateLabels {
+    /// The shard index (the group's coordinator).
+    pub shard: u32,
+    /// The group.
+    pub group: String,
+    /// Kafka's name for the state (`Stable`, `PreparingRebalance`, …).
+    pub state: String,
+}
+
 /// A shard and a partition.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PartitionLabels {
@@ -87,6 +110,14 @@ pub struct PartitionLabels {
 }
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Kafka's names for a group's states, as `weir_group_state` labels them.
+const GROUP_STATES: &[&str] = &[
+    "Empty",
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+];
 
 fn latency_histogram() -> Histogram {
     // 50 µs to ~13 s: the fastest local request to the longest long poll.
@@ -114,12 +145,16 @@ pub struct BrokerMetrics {
     high_watermark: Family<PartitionLabels, Gauge>,
     log_end: Family<PartitionLabels, Gauge>,
     log_bytes: Family<PartitionLabels, Gauge>,
+    group_members: Family<GroupLabels, Gauge>,
+    group_generation: Family<GroupLabels, Gauge>,
+    group_state: Family<GroupStateLabels, Gauge>,
+    high_watermarks: group_offsets::HighWatermarks,
     storage: storage_metrics::StorageFamilies,
 }
 
 impl BrokerMetrics {
     /// Creates and registers every family for a broker of `shards` shards.
-    pub fn new(shards: usize) -> Arc<BrokerMetrics> {
+    pub fn new(shards: usize, offsets: Arc<OffsetStore>) -> Arc<BrokerMetrics> {
         let mut registry = Registry::with_prefix("weir");
         let requests = Family::<ApiLabels, Counter>::default();
         registry.register(
@@ -211,6 +246,29 @@ impl BrokerMetrics {
             prometheus_client::registry::Unit::Bytes,
             log_bytes.clone(),
         );
+        let group_members = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "group_members",
+            "Members of a consumer group, on its coordinator's shard (published every second)",
+            group_members.clone(),
+        );
+        let group_generation = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "group_generation",
+            "A consumer group's generation (published every second)",
+            group_generation.clone(),
+        );
+        let group_state = Family::<GroupStateLabels, Gauge>::default();
+        registry.register(
+            "group_state",
+            "1 for a consumer group's current state (published every second)",
+            group_state.clone(),
+        );
+        let high_watermarks = group_offsets::HighWatermarks::default();
+        registry.register_collector(Box::new(group_offsets::GroupOffsets::new(
+            offsets,
+            Arc::clone(&high_watermarks),
+        )));
         let storage = storage_metrics::StorageFamilies::register(&mut registry);
         Arc::new(BrokerMetrics {
             registry,
@@ -230,6 +288,10 @@ impl BrokerMetrics {
             high_watermark,
             log_end,
             log_bytes,
+            group_members,
+            group_generation,
+            group_state,
+            high_watermarks,
             storage,
         })
     }
@@ -401,6 +463,48 @@ impl ShardMetrics {
             .set(offsets.high_watermark);
         b.log_end.get_or_create(&labels).set(offsets.log_end);
         b.log_bytes.get_or_create(&labels).set(offsets.bytes);
+        if let Ok(mut hw) = b.high_watermarks.write() {
+            hw.insert((topic.to_string(), partition), offsets.high_watermark);
+        }
+    }
+
+    /// Publishes a group this shard coordinates: its state, generation and members.
+    pub fn publish_group(&self, group: &str, state: &'static str, generation: i32, members: usize) {
+        let labels = GroupLabels {
+            shard: self.shard,
+            group: group.to_string(),
+        };
+        let b = &self.broker;
+        b.group_members.get_or_create(&labels).set(members as i64);
+        b.group_generation
+            .get_or_create(&labels)
+            .set(i64::from(generation));
+        for s in GROUP_STATES {
+            let l = GroupStateLabels {
+                shard: self.shard,
+                group: group.to_string(),
+                state: s.to_string(),
+            };
+            b.group_state.get_or_create(&l).set(i64::from(*s == state));
+        }
+    }
+
+    /// Stops publishing a group this shard no longer coordinates (deleted).
+    pub fn forget_group(&self, group: &str) {
+        let labels = GroupLabels {
+            shard: self.shard,
+            group: group.to_string(),
+        };
+        let b = &self.broker;
+        b.group_members.remove(&labels);
+        b.group_generation.remove(&labels);
+        for s in GROUP_STATES {
+            b.group_state.remove(&GroupStateLabels {
+                shard: self.shard,
+                group: group.to_string(),
+                state: s.to_string(),
+            });
+        }
     }
 
     /// Stops publishing a partition that left this shard (its topic was deleted).
@@ -413,6 +517,9 @@ impl ShardMetrics {
         let b = &self.broker;
         for family in [&b.log_start, &b.high_watermark, &b.log_end, &b.log_bytes] {
             family.remove(&labels);
+        }
+        if let Ok(mut hw) = b.high_watermarks.write() {
+            hw.remove(&(topic.to_string(), partition));
         }
     }
 }

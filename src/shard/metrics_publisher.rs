@@ -15,6 +15,7 @@ pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
 /// the shard (deleted topics) stop being published.
 pub async fn run(ctx: Weak<ShardContext>) {
     let mut published: HashSet<(String, u32)> = HashSet::new();
+    let mut groups: HashSet<String> = HashSet::new();
     while let Some(ctx) = ctx.upgrade() {
         let mut now = HashSet::with_capacity(published.len());
         for ((topic, partition), log) in ctx.open_logs() {
@@ -35,6 +36,18 @@ pub async fn run(ctx: Weak<ShardContext>) {
             ctx.metrics.forget_partition(topic, *partition);
         }
         published = now;
+        let mut groups_now = HashSet::new();
+        for (group, _, state) in ctx.coordinator.list(Vec::new()) {
+            if let Some((_, generation, members)) = ctx.coordinator.describe(&group) {
+                ctx.metrics
+                    .publish_group(&group, state.kafka_name(), generation, members);
+                groups_now.insert(group);
+            }
+        }
+        for group in groups.difference(&groups_now) {
+            ctx.metrics.forget_group(group);
+        }
+        groups = groups_now;
         let held_kib = ctx.inflight_kib_held();
         ctx.metrics.inflight_bytes.set((held_kib * 1024) as i64);
         drop(ctx);

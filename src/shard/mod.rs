@@ -107,7 +107,7 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
         1 << 30,
     )?);
     let config = Arc::new(config);
-    let metrics = BrokerMetrics::new(config.shards);
+    let metrics = BrokerMetrics::new(config.shards, Arc::clone(&offsets));
     if let Some(addr) = config.metrics_listen {
         metrics::http::start(addr, Arc::clone(&metrics))
             .map_err(|source| BrokerError::Metrics { addr, source })?;
