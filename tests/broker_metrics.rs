@@ -16,13 +16,13 @@ use std::{
 use common::{
     broker::{free_port, Broker},
     interop::{python, script},
-    kafka_client::{call, connect, create, fetch, name, produce},
+    kafka_client::{call, closed, connect, create, fetch, name, produce},
     scratch_dir,
 };
 use kafka_protocol::{
     messages::{
         offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
-        GroupId, OffsetCommitRequest,
+        ApiVersionsRequest, GroupId, OffsetCommitRequest,
     },
     protocol::StrBytes,
 };
@@ -263,4 +263,61 @@ fn the_endpoint_answers_only_what_it_serves_and_survives_the_rest() {
     let (status, body) = get(metrics_port, "/metrics", None);
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert!(body.contains("weir_connections_open"));
+}
+
+#[test]
+fn a_connection_closed_for_a_protocol_reason_is_logged_with_its_client() {
+    let dir = scratch_dir();
+    let metrics_port = free_port();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        1,
+        &["--metrics-listen", &format!("127.0.0.1:{metrics_port}")],
+    );
+    // As Sarama 1.22 does at its defaults: ApiVersions, then OffsetCommit v1, which weir
+    // (like Kafka 4) no longer serves.
+    let mut stream = connect(broker.port);
+    let mut hello = ApiVersionsRequest::default();
+    hello.client_software_name = StrBytes::from_static_str("old-client");
+    hello.client_software_version = StrBytes::from_static_str("1.22");
+    assert_eq!(call(&mut stream, &hello, 3).error_code, 0);
+    // OffsetCommit (key 8) v1, correlation id 7, client id "weir-test", then a body the
+    // broker never reads (kafka-protocol no longer encodes v1 either).
+    let mut request = vec![0, 8, 0, 1, 0, 0, 0, 7, 0, 9];
+    request.extend_from_slice(b"weir-test");
+    request.extend_from_slice(&[0; 16]);
+    let mut framed = (request.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&request);
+    stream.write_all(&framed).expect("send");
+    assert!(closed(&mut stream), "the broker closes the connection");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !broker.log().contains("old-client 1.22") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no info line names the client:\n{}",
+            broker.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = broker.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("old-client 1.22"))
+        .expect("line");
+    assert!(line.contains("INFO"), "{line}");
+    assert!(line.contains("weir-test"), "the client id is in {line}");
+    assert!(
+        line.contains("OffsetCommit v1"),
+        "the refused request is in {line}"
+    );
+    let (_, text) = get(metrics_port, "/metrics", None);
+    let samples = parse(&text, "prometheus");
+    assert_eq!(
+        sum(
+            &samples,
+            "weir_connections_closed_total",
+            &[("reason", "request")]
+        ),
+        1.0
+    );
 }

@@ -38,6 +38,11 @@ impl Handler for ApiVersions {
         ApiVersionsRequest::decode(&mut body, version).map_err(BodyError::new)
     }
 
+    fn client_software(request: &ApiVersionsRequest) -> Option<String> {
+        let name = request.client_software_name.as_str();
+        (!name.is_empty()).then(|| format!("{name} {}", request.client_software_version.as_str()))
+    }
+
     async fn answer(
         _ctx: Rc<ShardContext>,
         call: Call,

@@ -113,6 +113,12 @@ pub trait Handler: 'static {
         Self::Request::decode(&mut body, version).map_err(BodyError::new)
     }
 
+    /// The client software's name and version, if the request says them (ApiVersions
+    /// v3+): the connection remembers them for its logs. `None` by default.
+    fn client_software(_request: &Self::Request) -> Option<String> {
+        None
+    }
+
     /// The most bytes the answer may carry beyond the request's own; the connection
     /// claims them from its budget before the handler starts. Nothing by default.
     fn answer_bytes_max(_request: &Self::Request) -> usize {
@@ -182,8 +188,10 @@ pub enum RequestError {
     #[error("API {0:?} is not supported")]
     Unsupported(ApiKey),
     /// The version of a served API is outside the versions served.
-    #[error("{key:?} v{version} is not supported (v{min}..=v{max})")]
+    #[error("{key:?} v{version} is not supported (v{min}..=v{max}){}", client_id.as_ref().map_or(String::new(), |c| format!(" by client {c:?}")))]
     Version {
+        /// The client id the request carried, when its header could be read.
+        client_id: Option<String>,
         /// The API.
         key: ApiKey,
         /// The version asked for.
@@ -226,6 +234,8 @@ type Answer = LocalBoxFuture<'static, Option<Bytes>>;
 pub struct Decoded {
     key: ApiKey,
     answer_bytes_max: usize,
+    client_id: Option<String>,
+    client_software: Option<String>,
     start: Box<dyn FnOnce(Rc<ShardContext>) -> LocalBoxFuture<'static, Answer>>,
 }
 
@@ -238,6 +248,16 @@ impl Decoded {
     /// The most bytes the answer may carry beyond the request's own.
     pub fn answer_bytes_max(&self) -> usize {
         self.answer_bytes_max
+    }
+
+    /// The client id the request carried.
+    pub fn client_id(&self) -> Option<&str> {
+        self.client_id.as_deref()
+    }
+
+    /// The client software's name and version, if the request said them.
+    pub fn client_software(&self) -> Option<&str> {
+        self.client_software.as_deref()
     }
 
     /// Runs the request's in-order part and returns the rest, whose output is the
@@ -258,10 +278,14 @@ fn decode_as<H: Handler>(call: Call, body: Bytes) -> Result<Decoded, RequestErro
         source,
     })?;
     let answer_bytes_max = H::answer_bytes_max(&request);
+    let client_software = H::client_software(&request);
+    let client_id = call.client_id().map(str::to_string);
     let decoded_at = Instant::now();
     Ok(Decoded {
         key,
         answer_bytes_max,
+        client_id,
+        client_software,
         start: Box::new(move |ctx| {
             Box::pin(async move {
                 let correlation_id = call.header.correlation_id;
@@ -302,7 +326,15 @@ pub fn decode(frame: Bytes) -> Result<Decoded, RequestError> {
     let key = ApiKey::try_from(raw_key).map_err(|_| RequestError::UnknownKey(raw_key))?;
     let route = Route::of(key).ok_or(RequestError::Unsupported(key))?;
     if key != ApiKey::ApiVersions && !(route.version_min..=route.version_max).contains(&version) {
+        // The header is still read, so the operator learns which client it was.
+        let header = RequestHeader::decode(
+            &mut frame.clone(),
+            key.request_header_version(version.clamp(0, route.version_max)),
+        );
         return Err(RequestError::Version {
+            client_id: header
+                .ok()
+                .and_then(|h| h.client_id.map(|c| c.as_str().to_string())),
             key,
             version,
             min: route.version_min,

@@ -83,16 +83,63 @@ impl ConnectionError {
         )
     }
 
-    /// Logs why the connection ended: a protocol refusal at info when `loud` (the
-    /// caller rate-limits), anything else at debug.
-    pub fn log(&self, shard: usize, peer: Option<std::net::SocketAddr>, loud: bool) {
+    /// Logs why the connection ended, with who the client said it was: a protocol
+    /// refusal at info when `loud` (the caller rate-limits), anything else at debug.
+    pub fn log(
+        &self,
+        shard: usize,
+        peer: Option<std::net::SocketAddr>,
+        client: &Client,
+        loud: bool,
+    ) {
+        let id = client.id.borrow();
+        let software = client.software.borrow();
+        let (id, software) = (
+            id.as_deref().unwrap_or("-"),
+            software.as_deref().unwrap_or("-"),
+        );
         match self {
             ConnectionError::Frame(_) | ConnectionError::Request(_) => {
                 if loud {
-                    tracing::info!(shard, ?peer, error = %self, "closed a connection: the client sent what the broker does not serve");
+                    tracing::info!(shard, ?peer, client_id = id, client_software = software, error = %self, "closed a connection: the client sent what the broker does not serve");
                 }
             }
-            _ => tracing::debug!(shard, ?peer, error = %self, "connection closed"),
+            _ => {
+                tracing::debug!(shard, ?peer, client_id = id, client_software = software, error = %self, "connection closed")
+            }
+        }
+    }
+}
+
+/// Who a connection's client said it is: the client id of its first request, and the
+/// software name and version of its ApiVersions (v3+). For logs.
+#[derive(Debug, Default)]
+pub struct Client {
+    id: std::cell::RefCell<Option<String>>,
+    software: std::cell::RefCell<Option<String>>,
+}
+
+impl Client {
+    fn learn(&self, request: &api::Decoded) {
+        if self.id.borrow().is_none() {
+            if let Some(id) = request.client_id() {
+                *self.id.borrow_mut() = Some(id.to_string());
+            }
+        }
+        if let Some(software) = request.client_software() {
+            *self.software.borrow_mut() = Some(software.to_string());
+        }
+    }
+
+    fn learn_from_error(&self, error: &RequestError) {
+        if let RequestError::Version {
+            client_id: Some(id),
+            ..
+        } = error
+        {
+            if self.id.borrow().is_none() {
+                *self.id.borrow_mut() = Some(id.clone());
+            }
         }
     }
 }
@@ -151,7 +198,11 @@ async fn within<T>(limit: Duration, fut: impl std::future::Future<Output = T>) -
 }
 
 /// Serves one connection until the client closes it or misbehaves.
-pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), ConnectionError> {
+pub async fn serve(
+    ctx: Rc<ShardContext>,
+    stream: TcpStream,
+    client: &Client,
+) -> Result<(), ConnectionError> {
     stream.set_nodelay(true).map_err(std::io::Error::from)?;
     let idle = ctx.config.idle_timeout;
     let (mut reader, mut writer) = futures_lite::io::split(stream);
@@ -211,7 +262,9 @@ pub async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) -> Result<(), Conne
                 // its in-order part runs before the next request is read, the rest
                 // concurrently, answered in request order by the writer.
                 let claim = frame.len();
-                let request = api::decode(frame.freeze())?;
+                let request =
+                    api::decode(frame.freeze()).inspect_err(|e| client.learn_from_error(e))?;
+                client.learn(&request);
                 let claim = claim.saturating_add(request.answer_bytes_max());
                 if !claims.admit(claim).await {
                     return Ok(());

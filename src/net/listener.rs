@@ -53,7 +53,8 @@ pub async fn serve(ctx: Rc<ShardContext>, stop: Arc<AtomicBool>) -> std::io::Res
                 ctx.metrics.connections_open.inc();
                 glommio::spawn_local(async move {
                     let peer = stream.peer_addr().ok();
-                    let outcome = connection::serve(Rc::clone(&ctx), stream).await;
+                    let client = connection::Client::default();
+                    let outcome = connection::serve(Rc::clone(&ctx), stream, &client).await;
                     ctx.metrics.connections_open.dec();
                     ctx.metrics.connection_closed(match &outcome {
                         Ok(()) => "client",
@@ -61,7 +62,7 @@ pub async fn serve(ctx: Rc<ShardContext>, stop: Arc<AtomicBool>) -> std::io::Res
                     });
                     if let Err(e) = outcome {
                         let loud = e.is_protocol() && ctx.metrics.protocol_log_due();
-                        e.log(ctx.id.0, peer, loud);
+                        e.log(ctx.id.0, peer, &client, loud);
                     }
                 })
                 .detach();
