@@ -90,6 +90,44 @@ fn sum(samples: &[serde_json::Value], name: &str, labels: &[(&str, &str)]) -> f6
         .sum()
 }
 
+/// Every metric the example Grafana dashboard queries is one the broker serves, and the
+/// example Prometheus config passes `promtool check config`.
+fn dashboard_asks_only_for_served_metrics(exposition: &str) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tuning/monitoring");
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("grafana-dashboard.json")).expect("dashboard"),
+    )
+    .expect("the dashboard is JSON");
+    let mut asked = 0;
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("expr");
+            for (i, _) in expr.match_indices("weir_") {
+                let name: String = expr[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    exposition.contains(&format!("\n{name}{{")),
+                    "the dashboard asks for {name}, which the broker does not serve"
+                );
+                asked += 1;
+            }
+        }
+    }
+    assert!(asked >= 12);
+    let out = Command::new("promtool")
+        .args(["check", "config"])
+        .arg(root.join("prometheus.yml"))
+        .output()
+        .expect("promtool is installed by tests/run-all.sh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
 #[test]
 fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
     let dir = scratch_dir();
@@ -125,6 +163,9 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
             .with_committed_offset(10)])];
     let committed = call(&mut connect(broker.port), &commit, 8);
     assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+    // A partition that does not exist: counted as a Fetch partition error.
+    let (error, _, _) = fetch(broker.port, "metered", 7, 0);
+    assert_ne!(error, 0);
     // Partition offsets are published once a second.
     std::thread::sleep(Duration::from_millis(1500));
 
@@ -204,6 +245,16 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
         sum(&samples, "weir_records_produced_total", &topic),
         records as f64
     );
+
+    assert_eq!(
+        sum(
+            &samples,
+            "weir_kafka_partition_errors_total",
+            &[("api", "Fetch"), ("error", "UnknownTopicOrPartition")]
+        ),
+        1.0
+    );
+    dashboard_asks_only_for_served_metrics(&text);
 
     // promtool is installed by tests/run-all.sh (Debian's prometheus package).
     let mut promtool = Command::new("promtool")

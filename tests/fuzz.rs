@@ -258,3 +258,22 @@ fn segment_index_decoding() {
     });
     assert!(executions > 1000);
 }
+
+#[test]
+fn metrics_request_heads() {
+    let seeds: Vec<Vec<u8>> = [
+        &b"GET /metrics HTTP/1.1\r\nHost: a\r\nAccept: application/openmetrics-text"[..],
+        b"HEAD /ready HTTP/1.0",
+        b"POST /health HTTP/1.1\r\nContent-Length: 5",
+    ]
+    .iter()
+    .map(|s| s.to_vec())
+    .collect();
+    let executions = fuzz("metrics request heads", &seeds, |input| {
+        if let weir::metrics::http::Asked::Get { path, .. } = weir::metrics::http::parse_head(input)
+        {
+            assert!(path.starts_with('/'), "{path:?}");
+        }
+    });
+    assert!(executions > 1000);
+}

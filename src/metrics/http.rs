@@ -67,14 +67,21 @@ pub fn start(addr: SocketAddr, metrics: Arc<BrokerMetrics>) -> std::io::Result<S
 
 /// What a request asked for, once its head is read.
 #[derive(Debug, PartialEq, Eq)]
-enum Asked {
+pub enum Asked {
+    /// A GET (or HEAD) of `path`.
     Get {
+        /// The path, without its query.
         path: String,
+        /// Whether the `Accept` header asks for OpenMetrics.
         openmetrics: bool,
+        /// HEAD: headers only.
         head_only: bool,
     },
+    /// Another method.
     BadMethod,
+    /// Not an HTTP/1 request head.
     Malformed,
+    /// A head longer than [`REQUEST_HEAD_BYTES_MAX`].
     TooLarge,
 }
 
@@ -98,7 +105,9 @@ fn read_request(stream: &mut TcpStream) -> std::io::Result<Asked> {
     }
 }
 
-fn parse_head(head: &[u8]) -> Asked {
+/// Reads a request head (the bytes before the blank line). Never panics, whatever the
+/// bytes.
+pub fn parse_head(head: &[u8]) -> Asked {
     let Ok(head) = std::str::from_utf8(head) else {
         return Asked::Malformed;
     };
