@@ -1,6 +1,7 @@
 //! loadgen against the real broker: its records read back intact by kafka-python, the
 //! histogram files of an e2e run re-read and checked, `compare` on two recorded runs, a
-//! broker that goes away mid-run, and a `--group` member's commits read by confluent-kafka. The binary is `target/debug/loadgen`, which
+//! broker that goes away mid-run, a `--group` member's commits read by confluent-kafka, and
+//! the broker's own group-commit histograms scraped beside the client's. The binary is `target/debug/loadgen`, which
 //! `tests/run-all.sh` builds before the tests (see `common::loadgen`).
 
 #[allow(dead_code)]
@@ -13,7 +14,7 @@ use std::{
 };
 
 use common::{
-    broker::Broker,
+    broker::{free_port, Broker},
     interop::run_script,
     loadgen::{hlog_intervals, loadgen, run_loadgen, summary},
     scratch_dir,
@@ -283,4 +284,68 @@ fn a_group_member_commits_what_it_consumed_and_the_next_member_resumes_there() {
             > e2e["group"]["generation"].as_i64().unwrap()
     );
     check("members");
+}
+
+#[test]
+fn broker_metrics_put_the_brokers_group_commit_histograms_beside_the_clients() {
+    let dir = scratch_dir();
+    let metrics_port = free_port();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        1,
+        &["--metrics-listen", &format!("127.0.0.1:{metrics_port}")],
+    );
+    let run = dir.path().join("with-broker");
+    run_loadgen(
+        &[
+            "produce",
+            "--bootstrap",
+            &broker.bootstrap(),
+            "--topic",
+            "scraped",
+            "--partitions",
+            "2",
+            "--rate",
+            "2000",
+            "--duration",
+            "2s",
+            "--warmup",
+            "1s",
+            "--broker-metrics",
+            &format!("http://127.0.0.1:{metrics_port}/metrics"),
+            "--out",
+            run.to_str().unwrap(),
+        ],
+        &broker,
+        0,
+    );
+    let s = summary(&run);
+    assert_eq!(s["errors"], 0, "{s}");
+    for metric in ["broker-flush-round", "broker-flush-sync"] {
+        let l = &s["latency_ms"][metric];
+        let rounds = l["count"].as_u64().unwrap_or(0);
+        // At 2,000 msgs/s with a 1 ms group commit, the 2 s measured hold many rounds,
+        // and at most one per acknowledged batch.
+        let produced = s["produce"]["messages"].as_u64().unwrap();
+        assert!(rounds >= 10 && rounds <= produced, "{metric}: {l}");
+        assert!(l["p99"].as_f64().unwrap() >= l["p50"].as_f64().unwrap());
+        assert!(run.join(format!("{metric}.hgrm")).exists());
+    }
+    let out = Command::new(loadgen())
+        .args([
+            "compare",
+            run.to_str().unwrap(),
+            "--metric",
+            "broker-flush-round",
+        ])
+        .arg("--plot")
+        .arg(dir.path().join("rounds.svg"))
+        .output()
+        .expect("compare");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("rounds.svg").exists());
 }

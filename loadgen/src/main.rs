@@ -8,10 +8,12 @@
 //! Modules: `options` (the workload), `plan` and `assign` (who does what), `producer` /
 //! `consumer` (the streams), `payload` (what a message value carries), `group`
 //! (consumer-group membership), `stats` / `report` / `results` (measuring and writing),
-//! `compare`, `run` (the whole run), `control` (state shared by cores). The Kafka wire —
+//! `compare`, `run` (the whole run), `control` (state shared by cores), `broker_metrics`
+//! (the broker's own histograms, scraped from its Prometheus endpoint). The Kafka wire —
 //! connections, framing, record batches, metadata discovery — is the `weir_client` crate.
 
 mod assign;
+mod broker_metrics;
 mod clock;
 mod compare;
 mod consumer;

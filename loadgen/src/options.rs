@@ -90,6 +90,11 @@ pub struct Workload {
     /// Name of the broker configuration under test, recorded in summary.json.
     #[arg(long)]
     pub profile: Option<String>,
+    /// The broker's Prometheus endpoint (weir: http://HOST:9644/metrics): its
+    /// group-commit and fdatasync histograms over the measured part of the run are kept
+    /// beside the client's (broker-flush-round.hgrm, broker-flush-sync.hgrm).
+    #[arg(long, value_name = "URL")]
+    pub broker_metrics: Option<String>,
     /// How long an idle loadgen thread polls before it sleeps in the kernel: waking a
     /// sleeping core costs tens of microseconds (on a VM sometimes milliseconds), which
     /// would be measured as broker latency.

@@ -16,6 +16,7 @@ use kafka_protocol::{messages::TopicName, protocol::StrBytes};
 use weir_client::metadata;
 
 use crate::{
+    broker_metrics,
     clock::now_ns,
     consumer::{self, ConsumerConfig, FetchStream},
     control::Control,
@@ -79,6 +80,10 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
     let started_at = SystemTime::now();
 
     let (topology, start_offsets, membership) = set_up(mode, workload)?;
+    let broker_scrape = workload
+        .broker_metrics
+        .clone()
+        .map(|url| broker_metrics::Scraper::start(url, workload.warmup));
     let produces = match mode {
         Mode::Consume => Vec::new(),
         _ => plan::produce_streams(
@@ -204,6 +209,15 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
             control.note_error("acknowledged but not consumed", missing);
         }
     }
+    // The broker's histograms: a failed scrape is an error of the run, not its end.
+    let broker_histograms = match broker_scrape.map(broker_metrics::Scraper::finish) {
+        Some(Ok(histograms)) => histograms,
+        Some(Err(e)) => {
+            control.note_error(&format!("broker metrics: {e}"), 1);
+            Vec::new()
+        }
+        None => Vec::new(),
+    };
     let error_kinds = control.error_kinds();
     let errors = error_kinds.values().sum::<u64>();
     let seconds = totals.measured_seconds.max(1e-9);
@@ -220,6 +234,14 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         )
         .context("writing the percentile distribution")?;
         latency_ms.insert(metric.name().to_string(), LatencySummary::of(histogram));
+    }
+    for (name, buckets) in broker_histograms {
+        std::fs::write(
+            workload.out.join(format!("{name}.hgrm")),
+            buckets.distribution(),
+        )
+        .context("writing the broker's distribution")?;
+        latency_ms.insert(name.to_string(), buckets.summary());
     }
     let c = &totals.counters;
     let summary = Summary {
