@@ -133,6 +133,10 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
             .name(&format!("weir-shard-{shard}"))
             .spin_before_park(config.spin_before_park)
             .spawn(move || async move {
+                // Every line this shard's thread logs, from any of its tasks, names
+                // the shard: the span stays entered for the executor's life.
+                let span = tracing::info_span!("shard", shard);
+                let _in_shard = span.enter();
                 let ctx = ShardContext::start(
                     ShardId(shard),
                     config,
