@@ -22,7 +22,7 @@ use common::{
 use kafka_protocol::{
     messages::{
         offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
-        ApiVersionsRequest, GroupId, OffsetCommitRequest,
+        ApiVersionsRequest, GroupId, HeartbeatRequest, OffsetCommitRequest,
     },
     protocol::StrBytes,
 };
@@ -166,6 +166,13 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
     // A partition that does not exist: counted as a Fetch partition error.
     let (error, _, _) = fetch(broker.port, "metered", 7, 0);
     assert_ne!(error, 0);
+    // A heartbeat from a member the group never had: a group API's own error.
+    let mut beat = HeartbeatRequest::default();
+    beat.group_id = GroupId(StrBytes::from_static_str("readers"));
+    beat.member_id = StrBytes::from_static_str("ghost");
+    beat.generation_id = 1;
+    let answer = call(&mut connect(broker.port), &beat, 4);
+    assert_ne!(answer.error_code, 0);
     // Partition offsets are published once a second.
     std::thread::sleep(Duration::from_millis(1500));
 
@@ -249,8 +256,16 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
     assert_eq!(
         sum(
             &samples,
-            "weir_kafka_partition_errors_total",
+            "weir_kafka_errors_total",
             &[("api", "Fetch"), ("error", "UnknownTopicOrPartition")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        sum(
+            &samples,
+            "weir_kafka_errors_total",
+            &[("api", "Heartbeat"), ("error", "UnknownMemberId")]
         ),
         1.0
     );

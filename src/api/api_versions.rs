@@ -31,6 +31,10 @@ impl Handler for ApiVersions {
     type Request = ApiVersionsRequest;
     type Response = ApiVersionsResponse;
 
+    fn errors(r: &ApiVersionsResponse, error: &mut dyn FnMut(i16)) {
+        error(r.error_code);
+    }
+
     fn decode(version: i16, mut body: Bytes) -> Result<ApiVersionsRequest, BodyError> {
         if version > version_max() {
             return Ok(ApiVersionsRequest::default());

@@ -28,6 +28,10 @@ impl Handler for CreateTopics {
     type Request = CreateTopicsRequest;
     type Response = CreateTopicsResponse;
 
+    fn errors(r: &CreateTopicsResponse, error: &mut dyn FnMut(i16)) {
+        r.topics.iter().for_each(|t| error(t.error_code));
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         call: Call,

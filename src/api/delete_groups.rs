@@ -17,6 +17,10 @@ impl Handler for DeleteGroups {
     type Request = DeleteGroupsRequest;
     type Response = DeleteGroupsResponse;
 
+    fn errors(r: &DeleteGroupsResponse, error: &mut dyn FnMut(i16)) {
+        r.results.iter().for_each(|g| error(g.error_code));
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         _call: Call,

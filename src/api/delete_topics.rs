@@ -22,6 +22,10 @@ impl Handler for DeleteTopics {
     type Request = DeleteTopicsRequest;
     type Response = DeleteTopicsResponse;
 
+    fn errors(r: &DeleteTopicsResponse, error: &mut dyn FnMut(i16)) {
+        r.responses.iter().for_each(|t| error(t.error_code));
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         call: Call,

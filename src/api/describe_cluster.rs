@@ -25,6 +25,10 @@ impl Handler for DescribeCluster {
     type Request = DescribeClusterRequest;
     type Response = DescribeClusterResponse;
 
+    fn errors(r: &DescribeClusterResponse, error: &mut dyn FnMut(i16)) {
+        error(r.error_code);
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         _call: Call,

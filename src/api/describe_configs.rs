@@ -82,6 +82,10 @@ impl Handler for DescribeConfigs {
     type Request = DescribeConfigsRequest;
     type Response = DescribeConfigsResponse;
 
+    fn errors(r: &DescribeConfigsResponse, error: &mut dyn FnMut(i16)) {
+        r.results.iter().for_each(|c| error(c.error_code));
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         _call: Call,

@@ -17,6 +17,10 @@ impl Handler for DescribeGroups {
     type Request = DescribeGroupsRequest;
     type Response = DescribeGroupsResponse;
 
+    fn errors(r: &DescribeGroupsResponse, error: &mut dyn FnMut(i16)) {
+        r.groups.iter().for_each(|g| error(g.error_code));
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         call: Call,

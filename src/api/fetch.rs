@@ -10,12 +10,9 @@ use std::{
 };
 
 use bytes::Bytes;
-use kafka_protocol::{
-    messages::{
-        fetch_response::{FetchableTopicResponse, PartitionData},
-        FetchRequest, FetchResponse,
-    },
-    ResponseError,
+use kafka_protocol::messages::{
+    fetch_response::{FetchableTopicResponse, PartitionData},
+    FetchRequest, FetchResponse,
 };
 
 use crate::{
@@ -138,7 +135,7 @@ fn record_bytes_max(req: &FetchRequest) -> usize {
         .min(RESPONSE_RECORD_BYTES_MAX)
 }
 
-/// Counts what a fetch returned: bytes per topic, and the partitions that got errors.
+/// Counts the bytes a fetch returned, per topic.
 fn count(metrics: &ShardMetrics, topics: &[FetchableTopicResponse]) {
     for t in topics {
         let bytes: usize = t
@@ -148,11 +145,6 @@ fn count(metrics: &ShardMetrics, topics: &[FetchableTopicResponse]) {
             .map(Bytes::len)
             .sum();
         metrics.fetched(t.topic.0.as_str(), bytes as u64);
-        for p in t.partitions.iter().filter(|p| p.error_code != 0) {
-            if let Some(e) = ResponseError::try_from_code(p.error_code) {
-                metrics.partition_error("Fetch", e);
-            }
-        }
     }
 }
 
@@ -164,6 +156,13 @@ pub struct Fetch;
 impl Handler for Fetch {
     type Request = FetchRequest;
     type Response = FetchResponse;
+
+    fn errors(response: &FetchResponse, error: &mut dyn FnMut(i16)) {
+        error(response.error_code);
+        for t in &response.responses {
+            t.partitions.iter().for_each(|p| error(p.error_code));
+        }
+    }
 
     fn answer_bytes_max(request: &FetchRequest) -> usize {
         record_bytes_max(request)

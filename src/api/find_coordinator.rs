@@ -24,6 +24,11 @@ impl Handler for FindCoordinator {
     type Request = FindCoordinatorRequest;
     type Response = FindCoordinatorResponse;
 
+    fn errors(r: &FindCoordinatorResponse, error: &mut dyn FnMut(i16)) {
+        error(r.error_code);
+        r.coordinators.iter().for_each(|c| error(c.error_code));
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         call: Call,

@@ -18,6 +18,10 @@ impl Handler for Heartbeat {
     type Request = HeartbeatRequest;
     type Response = HeartbeatResponse;
 
+    fn errors(r: &HeartbeatResponse, error: &mut dyn FnMut(i16)) {
+        error(r.error_code);
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         _call: Call,

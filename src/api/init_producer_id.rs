@@ -20,6 +20,10 @@ impl Handler for InitProducerId {
     type Request = InitProducerIdRequest;
     type Response = InitProducerIdResponse;
 
+    fn errors(r: &InitProducerIdResponse, error: &mut dyn FnMut(i16)) {
+        error(r.error_code);
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         _call: Call,

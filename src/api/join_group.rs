@@ -19,6 +19,10 @@ impl Handler for JoinGroup {
     type Request = JoinGroupRequest;
     type Response = JoinGroupResponse;
 
+    fn errors(r: &JoinGroupResponse, error: &mut dyn FnMut(i16)) {
+        error(r.error_code);
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         call: Call,

@@ -18,6 +18,11 @@ impl Handler for LeaveGroup {
     type Request = LeaveGroupRequest;
     type Response = LeaveGroupResponse;
 
+    fn errors(r: &LeaveGroupResponse, error: &mut dyn FnMut(i16)) {
+        error(r.error_code);
+        r.members.iter().for_each(|m| error(m.error_code));
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         call: Call,

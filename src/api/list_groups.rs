@@ -17,6 +17,10 @@ impl Handler for ListGroups {
     type Request = ListGroupsRequest;
     type Response = ListGroupsResponse;
 
+    fn errors(r: &ListGroupsResponse, error: &mut dyn FnMut(i16)) {
+        error(r.error_code);
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         call: Call,

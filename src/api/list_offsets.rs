@@ -21,6 +21,12 @@ impl Handler for ListOffsets {
     type Request = ListOffsetsRequest;
     type Response = ListOffsetsResponse;
 
+    fn errors(r: &ListOffsetsResponse, error: &mut dyn FnMut(i16)) {
+        for t in &r.topics {
+            t.partitions.iter().for_each(|p| error(p.error_code));
+        }
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         call: Call,

@@ -78,6 +78,13 @@ impl Handler for Metadata {
     type Request = MetadataRequest;
     type Response = MetadataResponse;
 
+    fn errors(r: &MetadataResponse, error: &mut dyn FnMut(i16)) {
+        for t in &r.topics {
+            error(t.error_code);
+            t.partitions.iter().for_each(|p| error(p.error_code));
+        }
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         call: Call,

@@ -119,6 +119,11 @@ pub trait Handler: 'static {
         None
     }
 
+    /// Calls `error` with every Kafka error code the response carries — its own, and
+    /// each topic's, partition's, group's or member's — for the metrics. Zeros may be
+    /// passed (they are skipped). Nothing by default.
+    fn errors(_response: &Self::Response, _error: &mut dyn FnMut(i16)) {}
+
     /// The most bytes the answer may carry beyond the request's own; the connection
     /// claims them from its budget before the handler starts. Nothing by default.
     fn answer_bytes_max(_request: &Self::Request) -> usize {
@@ -293,9 +298,11 @@ fn decode_as<H: Handler>(call: Call, body: Bytes) -> Result<Decoded, RequestErro
                 let rest = H::start(ctx, call, request).await;
                 Box::pin(async move {
                     let reply = rest.await;
-                    counted
-                        .metrics
-                        .request(api_name::<H>(), decoded_at.elapsed());
+                    let api = api_name::<H>();
+                    counted.metrics.request(api, decoded_at.elapsed());
+                    if let Reply::Respond(r) | Reply::RespondAt(_, r) = &reply {
+                        H::errors(r, &mut |code| counted.metrics.error(api, code));
+                    }
                     match reply {
                         Reply::Respond(r) => encode(key, correlation_id, version, &r),
                         Reply::RespondAt(v, r) => encode(key, correlation_id, v, &r),

@@ -64,6 +64,19 @@ impl Handler for OffsetFetch {
     type Request = OffsetFetchRequest;
     type Response = OffsetFetchResponse;
 
+    fn errors(r: &OffsetFetchResponse, error: &mut dyn FnMut(i16)) {
+        error(r.error_code);
+        for t in &r.topics {
+            t.partitions.iter().for_each(|p| error(p.error_code));
+        }
+        for g in &r.groups {
+            error(g.error_code);
+            for t in &g.topics {
+                t.partitions.iter().for_each(|p| error(p.error_code));
+            }
+        }
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         call: Call,

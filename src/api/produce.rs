@@ -100,11 +100,11 @@ async fn append(ctx: &ShardContext, req: &ProduceRequest) -> Appended {
 
 /// Waits until every appended partition is durable (acks 1 or -1) and answers, or
 /// answers nothing (acks 0).
-/// Counts what a partition's produce came to: records in, or the error it got.
+/// Counts the records a partition's produce stored (errors are counted from the
+/// response, like every API's).
 fn count(metrics: &ShardMetrics, topic: &str, outcome: Result<(u64, u64), ResponseError>) {
-    match outcome {
-        Ok((records, bytes)) => metrics.produced(topic, records, bytes),
-        Err(e) => metrics.partition_error("Produce", e),
+    if let Ok((records, bytes)) = outcome {
+        metrics.produced(topic, records, bytes);
     }
 }
 
@@ -196,6 +196,14 @@ pub struct Produce;
 impl Handler for Produce {
     type Request = ProduceRequest;
     type Response = ProduceResponse;
+
+    fn errors(response: &ProduceResponse, error: &mut dyn FnMut(i16)) {
+        for t in &response.responses {
+            t.partition_responses
+                .iter()
+                .for_each(|p| error(p.error_code));
+        }
+    }
 
     // The in-order phase's output is the concurrent phase: a future yielding a future is
     // the point.

@@ -18,6 +18,10 @@ impl Handler for SyncGroup {
     type Request = SyncGroupRequest;
     type Response = SyncGroupResponse;
 
+    fn errors(r: &SyncGroupResponse, error: &mut dyn FnMut(i16)) {
+        error(r.error_code);
+    }
+
     async fn answer(
         ctx: Rc<ShardContext>,
         call: Call,

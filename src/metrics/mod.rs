@@ -133,7 +133,7 @@ pub struct BrokerMetrics {
     serving: AtomicUsize,
     requests: Family<ApiLabels, Counter>,
     request_latency: Histograms<ApiLabels>,
-    partition_errors: Family<ErrorLabels, Counter>,
+    errors: Family<ErrorLabels, Counter>,
     connections_accepted: Family<ShardLabel, Counter>,
     connections_closed: Family<ReasonLabels, Counter>,
     connections_open: Family<ShardLabel, Gauge>,
@@ -170,11 +170,11 @@ impl BrokerMetrics {
             prometheus_client::registry::Unit::Seconds,
             request_latency.clone(),
         );
-        let partition_errors = Family::<ErrorLabels, Counter>::default();
+        let errors = Family::<ErrorLabels, Counter>::default();
         registry.register(
-            "kafka_partition_errors",
-            "Partitions answered with a Kafka error, by API and error",
-            partition_errors.clone(),
+            "kafka_errors",
+            "Kafka errors in responses, by API and error: a response's own, or one per topic, partition, group or member it answers for",
+            errors.clone(),
         );
         let connections_accepted = Family::<ShardLabel, Counter>::default();
         registry.register(
@@ -276,7 +276,7 @@ impl BrokerMetrics {
             serving: AtomicUsize::new(0),
             requests,
             request_latency,
-            partition_errors,
+            errors,
             connections_accepted,
             connections_closed,
             connections_open,
@@ -393,10 +393,13 @@ impl ShardMetrics {
         histogram.observe(latency.as_secs_f64());
     }
 
-    /// Counts a partition answered with Kafka error `error` by `api`.
-    pub fn partition_error(&self, api: &'static str, error: kafka_protocol::ResponseError) {
+    /// Counts Kafka error `code` (0 is skipped) in a response of `api`.
+    pub fn error(&self, api: &'static str, code: i16) {
+        let Some(error) = kafka_protocol::ResponseError::try_from_code(code) else {
+            return;
+        };
         self.broker
-            .partition_errors
+            .errors
             .get_or_create(&ErrorLabels {
                 shard: self.shard,
                 api: api.to_string(),
