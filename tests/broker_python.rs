@@ -37,6 +37,18 @@ fn confluent_kafka_produces_idempotently_and_consumes() {
 }
 
 #[test]
+fn offsets_for_times_finds_the_exact_record_inside_batches_of_every_codec() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    assert_eq!(common::kafka_client::create(broker.port, "times", 5), 0);
+    run_script(
+        "offsets_for_times.py",
+        &broker,
+        &[broker.bootstrap(), "times".into()],
+    );
+}
+
+#[test]
 fn confluent_kafka_edge_cases_round_trip() {
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);

@@ -277,3 +277,32 @@ fn metrics_request_heads() {
     });
     assert!(executions > 1000);
 }
+
+#[test]
+fn batch_records_decoding() {
+    use std::io::Write as _;
+    let plain = build_batch(5, b"a value", 1_700_000_000_000);
+    let mut gzip = plain[..61].to_vec();
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(&plain[61..]).expect("gzip");
+    gzip.extend(encoder.finish().expect("gzip"));
+    gzip[22] = 1; // attributes: gzip
+    let seeds = vec![plain, gzip];
+    let executions = fuzz("batch records decoding", &seeds, |input| {
+        // Mutations that keep a valid header: lengths and CRC repaired, as a client
+        // could send them, so the record decoding itself is what gets the bytes.
+        let mut batch = input.to_vec();
+        if batch.len() < 61 {
+            return;
+        }
+        let length = (batch.len() - 12) as i32;
+        batch[8..12].copy_from_slice(&length.to_be_bytes());
+        weir_client::record_batch::seal_crc(&mut batch);
+        if let Ok((b, _)) = weir::storage::RecordBatch::validate(&batch, FRAME_BYTES_MAX) {
+            if let Ok(times) = weir::storage::batch_records::record_times(&b) {
+                assert_eq!(times.len() as u32, b.record_count());
+            }
+        }
+    });
+    assert!(executions > 1000);
+}

@@ -337,12 +337,30 @@ fn offsets_for_timestamps() {
         );
         let max = q(TimestampQuery::MaxTimestamp).await.expect("max");
         assert_eq!((max.offset, max.timestamp), (Offset(179), 1000 + 590 + 2));
+        // To the record, as Kafka answers: inside a batch, the first record at or past
+        // the target; between batches, the next batch's first record.
         for i in [0i64, 1, 17, 33, 59] {
             let found = q(TimestampQuery::At(1000 + 10 * i + 1))
                 .await
                 .expect("found");
-            assert_eq!(found.offset, Offset(3 * i as u64), "batch {i}");
-            assert_eq!(found.timestamp, 1000 + 10 * i + 2);
+            assert_eq!(found.offset, Offset(3 * i as u64 + 1), "batch {i}");
+            assert_eq!(found.timestamp, 1000 + 10 * i + 1);
+            let last = q(TimestampQuery::At(1000 + 10 * i + 2))
+                .await
+                .expect("found");
+            assert_eq!(
+                (last.offset, last.timestamp),
+                (Offset(3 * i as u64 + 2), 1000 + 10 * i + 2)
+            );
+            if i < 59 {
+                let between = q(TimestampQuery::At(1000 + 10 * i + 5))
+                    .await
+                    .expect("found");
+                assert_eq!(
+                    (between.offset, between.timestamp),
+                    (Offset(3 * (i as u64 + 1)), 1000 + 10 * (i + 1))
+                );
+            }
         }
         assert_eq!(
             q(TimestampQuery::At(0)).await.map(|t| t.offset),

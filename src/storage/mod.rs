@@ -21,6 +21,7 @@
 //! layouts). See the README for the format.
 
 pub mod batch_cache;
+pub mod batch_records;
 pub mod clock;
 pub mod config;
 pub mod error;

@@ -2,8 +2,12 @@
 
 use super::PartitionLog;
 use crate::storage::{
-    segment::Segment, segment_index::NO_TIMESTAMP, segment_reader::WALK_WINDOW_BYTES, Offset,
-    Result,
+    batch_records::{record_times, RecordTime},
+    record_batch::RecordBatch,
+    segment::Segment,
+    segment_index::NO_TIMESTAMP,
+    segment_reader::WALK_WINDOW_BYTES,
+    Offset, Result,
 };
 
 /// Which offset [`PartitionLog::offset_for_timestamp`] should find (ListOffsets).
@@ -29,42 +33,51 @@ pub struct TimestampOffset {
 }
 
 impl PartitionLog {
-    /// Finds an offset by time, as ListOffsets does. Timestamps resolve to batches: `At`
-    /// returns the base offset of the first batch whose max timestamp reaches the target
-    /// (records are not decoded), `MaxTimestamp` the last offset of the batch holding the
-    /// largest timestamp. Only data below the high watermark is considered; `None` when
-    /// nothing qualifies.
+    /// Finds an offset by time, as ListOffsets does, to the record: `At` returns the first
+    /// record whose timestamp reaches the target, `MaxTimestamp` the first record holding
+    /// the largest timestamp. The sparse time index and the batch headers find the one
+    /// batch that holds the answer; only that batch's records are decoded
+    /// (decompressed if need be). A batch whose records cannot be read answers at the
+    /// batch (its base offset and max timestamp), as before records were decoded. Only
+    /// data below the high watermark is considered; `None` when nothing qualifies.
     pub async fn offset_for_timestamp(
         &self,
         query: TimestampQuery,
     ) -> Result<Option<TimestampOffset>> {
         let target = match query {
             TimestampQuery::Earliest | TimestampQuery::Latest | TimestampQuery::MaxTimestamp => {
-                let st = self.shared.state.borrow();
-                let found = match query {
-                    TimestampQuery::Earliest => Some(TimestampOffset {
-                        offset: st.log_start,
-                        timestamp: NO_TIMESTAMP,
-                    }),
-                    TimestampQuery::Latest => Some(TimestampOffset {
-                        offset: st.high_watermark,
-                        timestamp: NO_TIMESTAMP,
-                    }),
-                    _ => st
-                        .segments
-                        .iter()
-                        .map(Segment::index)
-                        .filter(|i| {
-                            i.max_timestamp() != NO_TIMESTAMP
-                                && i.offset_of_max_timestamp() < st.high_watermark
-                        })
-                        .max_by_key(|i| (i.max_timestamp(), i.offset_of_max_timestamp()))
-                        .map(|i| TimestampOffset {
-                            offset: i.offset_of_max_timestamp(),
-                            timestamp: i.max_timestamp(),
+                let found = {
+                    let st = self.shared.state.borrow();
+                    match query {
+                        TimestampQuery::Earliest => Some(TimestampOffset {
+                            offset: st.log_start,
+                            timestamp: NO_TIMESTAMP,
                         }),
+                        TimestampQuery::Latest => Some(TimestampOffset {
+                            offset: st.high_watermark,
+                            timestamp: NO_TIMESTAMP,
+                        }),
+                        _ => st
+                            .segments
+                            .iter()
+                            .map(Segment::index)
+                            .filter(|i| {
+                                i.max_timestamp() != NO_TIMESTAMP
+                                    && i.offset_of_max_timestamp() < st.high_watermark
+                            })
+                            .max_by_key(|i| (i.max_timestamp(), i.offset_of_max_timestamp()))
+                            .map(|i| TimestampOffset {
+                                offset: i.offset_of_max_timestamp(),
+                                timestamp: i.max_timestamp(),
+                            }),
+                    }
                 };
-                return Ok(found);
+                return Ok(match (query, found) {
+                    (TimestampQuery::MaxTimestamp, Some(batch)) => {
+                        Some(self.to_record(batch, |r, max| r.timestamp == max).await)
+                    }
+                    (_, found) => found,
+                });
             }
             TimestampQuery::At(ts) => ts,
         };
@@ -94,11 +107,47 @@ impl PartitionLog {
                 })
                 .await?;
             if let Some((_, h)) = found {
-                return Ok(Some(TimestampOffset {
+                let batch = TimestampOffset {
                     offset: Offset(h.base_offset as u64),
                     timestamp: h.max_timestamp,
-                }));
+                };
+                // As Kafka does: the first record of that batch at or past the target,
+                // wherever the index pointed into it.
+                return Ok(Some(
+                    self.to_record(batch, |r, _| r.timestamp >= target).await,
+                ));
             }
         }
+    }
+
+    /// The first record of the batch holding `batch.offset` that `wanted` picks (given
+    /// the batch's max timestamp), or `batch` itself when the records cannot be read or
+    /// none is picked.
+    async fn to_record(
+        &self,
+        batch: TimestampOffset,
+        wanted: impl Fn(&RecordTime, i64) -> bool,
+    ) -> TimestampOffset {
+        let found = async {
+            let read = self.read(batch.offset, 1).await.ok()?;
+            let (stored, _) = RecordBatch::validate(&read.records, usize::MAX).ok()?;
+            let base = u64::try_from(stored.base_offset()).ok()?;
+            let times = match record_times(&stored) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(dir = %self.dir().display(), base, error = %e, "cannot read a batch's records; answering at the batch");
+                    return None;
+                }
+            };
+            times
+                .iter()
+                .find(|r| wanted(r, stored.max_timestamp()))
+                .map(|r| TimestampOffset {
+                    offset: Offset(base + u64::from(r.offset_delta)),
+                    timestamp: r.timestamp,
+                })
+        }
+        .await;
+        found.unwrap_or(batch)
     }
 }
