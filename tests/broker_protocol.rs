@@ -481,3 +481,53 @@ fn segments_past_retention_bytes_are_deleted_by_the_broker() {
         .unwrap_or(0);
     assert!((1..=4).contains(&segments), "{segments} segments left");
 }
+
+#[test]
+fn offset_for_leader_epoch_ends_epoch_0_at_the_high_watermark() {
+    use kafka_protocol::messages::{
+        offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic},
+        BrokerId, OffsetForLeaderEpochRequest,
+    };
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    assert_eq!(create(broker.port, "epochs", 1), 0);
+    for _ in 0..3 {
+        assert_eq!(
+            produce(broker.port, "epochs", 0, build_batch(4, b"e", 0)).0,
+            0
+        );
+    }
+    let ask = |partition: i32, current: i32, epoch: i32| {
+        let mut req = OffsetForLeaderEpochRequest::default();
+        req.replica_id = BrokerId(-1);
+        req.topics = vec![OffsetForLeaderTopic::default()
+            .with_topic(name("epochs"))
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(partition)
+                .with_current_leader_epoch(current)
+                .with_leader_epoch(epoch)])];
+        let r = call(&mut connect(broker.port), &req, 4);
+        let p = &r.topics[0].partitions[0];
+        (p.error_code, p.leader_epoch, p.end_offset)
+    };
+    assert_eq!(
+        ask(0, 0, 0),
+        (0, 0, 12),
+        "epoch 0 ends at the high watermark"
+    );
+    assert_eq!(
+        ask(0, -1, 0),
+        (0, 0, 12),
+        "no current epoch given: no check"
+    );
+    assert_eq!(ask(0, 0, 3), (0, -1, -1), "an epoch weir never had");
+    assert_eq!(
+        ask(0, 5, 0).0,
+        ResponseError::UnknownLeaderEpoch.code(),
+        "the client knows a newer leader"
+    );
+    assert_eq!(
+        ask(9, 0, 0).0,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+}

@@ -49,6 +49,17 @@ fn offsets_for_times_finds_the_exact_record_inside_batches_of_every_codec() {
 }
 
 #[test]
+fn partitions_added_are_picked_up_by_a_running_producer_and_group() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    run_script(
+        "create_partitions.py",
+        &broker,
+        &[broker.bootstrap(), "growing".into()],
+    );
+}
+
+#[test]
 fn confluent_kafka_edge_cases_round_trip() {
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);

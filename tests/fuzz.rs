@@ -22,11 +22,12 @@ use kafka_protocol::messages::{
     fetch_request::{FetchPartition, FetchTopic},
     metadata_request::MetadataRequestTopic,
     produce_request::{PartitionProduceData, TopicProduceData},
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest,
-    FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetFetchRequest, ProduceRequest, RequestHeader, SyncGroupRequest,
+    ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    RequestHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use weir::{
@@ -105,6 +106,8 @@ fn request_seeds() -> Vec<Vec<u8>> {
     seeds.push(frame(&ListOffsetsRequest::default(), 7));
     seeds.push(frame(&CreateTopicsRequest::default(), 7));
     seeds.push(frame(&DeleteTopicsRequest::default(), 5));
+    seeds.push(frame(&CreatePartitionsRequest::default(), 3));
+    seeds.push(frame(&OffsetForLeaderEpochRequest::default(), 4));
     seeds.push(frame(&InitProducerIdRequest::default(), 4));
     seeds.push(frame(&DescribeConfigsRequest::default(), 4));
     seeds.push(frame(&DescribeClusterRequest::default(), 1));

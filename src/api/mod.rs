@@ -9,6 +9,7 @@
 //! Kafka error code, from [`error_code`] for internal errors.
 
 pub mod api_versions;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;
@@ -27,6 +28,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
@@ -47,10 +49,12 @@ pub const ROUTES: &[Route] = &[
     Route::to::<produce::Produce>(ApiKey::Produce, 3, 9),
     Route::to::<fetch::Fetch>(ApiKey::Fetch, 4, 12),
     Route::to::<list_offsets::ListOffsets>(ApiKey::ListOffsets, 1, 7),
+    Route::to::<offset_for_leader_epoch::OffsetForLeaderEpoch>(ApiKey::OffsetForLeaderEpoch, 2, 4),
     Route::to::<metadata::Metadata>(ApiKey::Metadata, 0, 12),
     Route::to::<api_versions::ApiVersions>(ApiKey::ApiVersions, 0, 3),
     Route::to::<create_topics::CreateTopics>(ApiKey::CreateTopics, 2, 7),
     Route::to::<delete_topics::DeleteTopics>(ApiKey::DeleteTopics, 1, 5),
+    Route::to::<create_partitions::CreatePartitions>(ApiKey::CreatePartitions, 0, 3),
     Route::to::<init_producer_id::InitProducerId>(ApiKey::InitProducerId, 0, 4),
     Route::to::<describe_configs::DescribeConfigs>(ApiKey::DescribeConfigs, 1, 4),
     Route::to::<describe_cluster::DescribeCluster>(ApiKey::DescribeCluster, 0, 1),

@@ -42,6 +42,19 @@ pub enum RegistryError {
     /// DeleteTopics for a name not in use.
     #[error("topic {0} does not exist")]
     Unknown(String),
+    /// CreatePartitions that would not add partitions.
+    #[error("topic {topic} has {current} partitions; it can only grow (asked for {asked})")]
+    CannotShrink {
+        /// The topic.
+        topic: String,
+        /// Its partitions now.
+        current: u32,
+        /// What was asked.
+        asked: u32,
+    },
+    /// Another change to the same topic is being written.
+    #[error("another change to topic {0} is in progress")]
+    InProgress(String),
     /// The registry file could not be written or read.
     #[error("topic registry {path}: {source}")]
     Io {
@@ -158,6 +171,63 @@ impl TopicRegistry {
         Ok(info)
     }
 
+    /// Grows a topic to `partitions` partitions, durably, then makes them visible (each
+    /// shard opens its new partitions on first use; placement puts them where it puts
+    /// any partition). With `validate_only`, checks and changes nothing.
+    pub async fn add_partitions(
+        self: &Arc<Self>,
+        name: &str,
+        partitions: u32,
+        validate_only: bool,
+    ) -> Result<TopicInfo, RegistryError> {
+        let grown = {
+            let mut s = self.state();
+            if s.pending.contains_key(name) {
+                return Err(RegistryError::InProgress(name.to_string()));
+            }
+            let current = s
+                .topics
+                .get(name)
+                .ok_or_else(|| RegistryError::Unknown(name.to_string()))?;
+            if partitions <= current.partitions {
+                return Err(RegistryError::CannotShrink {
+                    topic: name.to_string(),
+                    current: current.partitions,
+                    asked: partitions,
+                });
+            }
+            let grown = TopicInfo {
+                partitions,
+                ..current.clone()
+            };
+            if validate_only {
+                return Ok(grown);
+            }
+            // Written as pending first, so a crash before the rename keeps the old count
+            // and one after it the new; readers see the new count only once durable.
+            s.pending.insert(name.to_string(), grown.clone());
+            grown
+        };
+        let persisted = self.persist_replacing(name).await;
+        let deleted = {
+            let mut s = self.state();
+            s.pending.remove(name);
+            persisted?;
+            let deleted = !s.topics.contains_key(name);
+            if !deleted {
+                s.topics.insert(name.to_string(), grown.clone());
+                self.version.fetch_add(1, Ordering::AcqRel);
+            }
+            deleted
+        };
+        if deleted {
+            // Deleted while growing: the file written above still held it.
+            self.persist().await?;
+            return Err(RegistryError::Unknown(name.to_string()));
+        }
+        Ok(grown)
+    }
+
     /// Deletes a topic, durably.
     pub async fn delete(self: &Arc<Self>, name: &str) -> Result<TopicInfo, RegistryError> {
         let removed = self
@@ -172,7 +242,14 @@ impl TopicRegistry {
 
     /// Writes the current topics (and those being created) to the registry file.
     async fn persist(self: &Arc<Self>) -> Result<(), RegistryError> {
+        self.persist_replacing("").await
+    }
+
+    /// [`Self::persist`], with the pending version of topic `replaced` written instead of
+    /// its current one (a topic being grown).
+    async fn persist_replacing(self: &Arc<Self>, replaced: &str) -> Result<(), RegistryError> {
         let me = Arc::clone(self);
+        let replaced = replaced.to_string();
         glommio::executor()
             .spawn_blocking(move || {
                 let _writer = me.write.lock().unwrap_or_else(|p| p.into_inner());
@@ -180,6 +257,7 @@ impl TopicRegistry {
                     let s = me.state();
                     s.topics
                         .values()
+                        .filter(|t| t.name != replaced)
                         .chain(s.pending.values())
                         .cloned()
                         .collect()
@@ -225,4 +303,44 @@ fn fresh_id(name: &str) -> [u8; 16] {
     id[6] = (id[6] & 0x0f) | 0x40;
     id[8] = (id[8] & 0x3f) | 0x80;
     id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::test_support::{run, test_dir};
+
+    #[test]
+    fn topics_grow_durably_and_never_shrink() {
+        let dir = test_dir();
+        let path = dir.path().to_path_buf();
+        run(async move {
+            let registry = TopicRegistry::load(&path).expect("load");
+            let created = registry.create("orders", 2).await.expect("create");
+            let before = registry.version();
+            let checked = registry
+                .add_partitions("orders", 5, true)
+                .await
+                .expect("validate only");
+            assert_eq!(checked.partitions, 5);
+            assert_eq!(registry.get("orders").map(|t| t.partitions), Some(2));
+            assert_eq!(registry.version(), before, "validate_only changes nothing");
+            let grown = registry
+                .add_partitions("orders", 5, false)
+                .await
+                .expect("grow");
+            assert_eq!((grown.partitions, grown.id), (5, created.id));
+            assert!(registry.version() > before);
+            assert!(matches!(
+                registry.add_partitions("orders", 5, false).await,
+                Err(RegistryError::CannotShrink { current: 5, .. })
+            ));
+            assert!(matches!(
+                registry.add_partitions("missing", 3, false).await,
+                Err(RegistryError::Unknown(_))
+            ));
+            let reloaded = TopicRegistry::load(&path).expect("reload");
+            assert_eq!(reloaded.get("orders"), Some(grown));
+        });
+    }
 }
