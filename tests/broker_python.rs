@@ -60,6 +60,17 @@ fn partitions_added_are_picked_up_by_a_running_producer_and_group() {
 }
 
 #[test]
+fn a_groups_offsets_are_deleted_only_when_no_member_consumes_the_topic() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    run_script(
+        "offset_delete.py",
+        &broker,
+        &[broker.bootstrap(), "offsets-going".into()],
+    );
+}
+
+#[test]
 fn confluent_kafka_edge_cases_round_trip() {
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);

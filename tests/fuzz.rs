@@ -26,8 +26,8 @@ use kafka_protocol::messages::{
     DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
     FetchRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
     JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    RequestHeader, SyncGroupRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
+    ProduceRequest, RequestHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use weir::{
@@ -108,6 +108,7 @@ fn request_seeds() -> Vec<Vec<u8>> {
     seeds.push(frame(&DeleteTopicsRequest::default(), 5));
     seeds.push(frame(&CreatePartitionsRequest::default(), 3));
     seeds.push(frame(&OffsetForLeaderEpochRequest::default(), 4));
+    seeds.push(frame(&OffsetDeleteRequest::default(), 0));
     seeds.push(frame(&InitProducerIdRequest::default(), 4));
     seeds.push(frame(&DescribeConfigsRequest::default(), 4));
     seeds.push(frame(&DescribeClusterRequest::default(), 1));

@@ -27,6 +27,7 @@ pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_commit;
+pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
@@ -68,6 +69,7 @@ pub const ROUTES: &[Route] = &[
     Route::to::<list_groups::ListGroups>(ApiKey::ListGroups, 0, 4),
     Route::to::<describe_groups::DescribeGroups>(ApiKey::DescribeGroups, 0, 5),
     Route::to::<delete_groups::DeleteGroups>(ApiKey::DeleteGroups, 0, 2),
+    Route::to::<offset_delete::OffsetDelete>(ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// One request as its handler sees it: the API and the request header.

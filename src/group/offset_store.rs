@@ -320,6 +320,24 @@ impl OffsetStore {
         Ok(keys.len())
     }
 
+    /// Deletes `group`'s committed offsets of `partitions` (topic, partition); returns
+    /// how many existed. Not synced: call [`Self::sync`]. Blocking.
+    pub fn delete_offsets(&self, group: &str, partitions: &[(String, u32)]) -> Result<usize> {
+        let mut txn = self.env.write_txn().map_err(|e| self.lmdb(e))?;
+        let mut deleted = 0;
+        for (topic, partition) in partitions {
+            if self
+                .db
+                .delete(&mut txn, &key(group, topic, *partition)?)
+                .map_err(|e| self.lmdb(e))?
+            {
+                deleted += 1;
+            }
+        }
+        txn.commit().map_err(|e| self.lmdb(e))?;
+        Ok(deleted)
+    }
+
     /// Makes every commit so far durable (fsync). Blocking.
     pub fn sync(&self) -> Result<()> {
         self.env.force_sync().map_err(|e| self.lmdb(e))

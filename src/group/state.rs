@@ -340,6 +340,34 @@ impl Group {
         }
     }
 
+    /// The topics the group's members consume, read from their subscriptions (the
+    /// consumer protocol's metadata for the chosen assignor); `None` when some member's
+    /// subscription cannot be read (another protocol type): the caller then treats every
+    /// topic as consumed, as Kafka does. Empty for a group without members.
+    pub(super) fn subscribed_topics(&self) -> Option<HashSet<String>> {
+        use kafka_protocol::{messages::ConsumerProtocolSubscription, protocol::Decodable};
+        let mut topics = HashSet::new();
+        for m in self.members.values() {
+            if self.protocol_type.as_deref() != Some("consumer") {
+                return None;
+            }
+            let mut meta = m
+                .protocols
+                .iter()
+                .find(|(name, _)| Some(name) == self.protocol.as_ref())
+                .map(|(_, meta)| meta.clone())?;
+            if meta.len() < 2 {
+                return None;
+            }
+            let version = i16::from_be_bytes([meta[0], meta[1]]);
+            bytes::Buf::advance(&mut meta, 2);
+            let subscription =
+                ConsumerProtocolSubscription::decode(&mut meta, version.clamp(0, 3)).ok()?;
+            topics.extend(subscription.topics.iter().map(|t| t.as_str().to_string()));
+        }
+        Some(topics)
+    }
+
     /// The group as DescribeGroups shows it.
     pub(super) fn described(&self) -> DescribedGroup {
         let protocol = self.protocol.clone().unwrap_or_default();

@@ -427,6 +427,68 @@ impl Coordinator {
         self.groups.borrow().get(group).map(Group::described)
     }
 
+    /// OffsetDelete: removes the group's committed offsets of the given partitions. A
+    /// topic the group's members consume is refused per partition with
+    /// GROUP_SUBSCRIBED_TO_TOPIC; a group with neither members nor offsets is
+    /// GROUP_ID_NOT_FOUND.
+    pub async fn delete_offsets(
+        &self,
+        group: &str,
+        partitions: Vec<(String, u32)>,
+    ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
+        let subscribed = self
+            .groups
+            .borrow()
+            .get(group)
+            .map(Group::subscribed_topics);
+        let consumed = |topic: &str| match &subscribed {
+            None => false,
+            Some(None) => true,
+            Some(Some(topics)) => topics.contains(topic),
+        };
+        let outcomes: Vec<Result<(), ResponseError>> = partitions
+            .iter()
+            .map(|(topic, _)| {
+                if consumed(topic) {
+                    Err(ResponseError::GroupSubscribedToTopic)
+                } else {
+                    Ok(())
+                }
+            })
+            .collect();
+        let doomed: Vec<(String, u32)> = partitions
+            .into_iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| o.is_ok())
+            .map(|(p, _)| p)
+            .collect();
+        let store = Arc::clone(&self.store);
+        let id = group.to_string();
+        let known = subscribed.is_some();
+        let result = glommio::executor()
+            .spawn_blocking(move || {
+                let has_offsets = !store.fetch_group(&id)?.is_empty();
+                let deleted = store.delete_offsets(&id, &doomed)?;
+                Ok::<_, crate::group::offset_store::OffsetStoreError>((has_offsets, deleted))
+            })
+            .await;
+        match result {
+            Ok((false, _)) if !known => Err(ResponseError::GroupIdNotFound),
+            Ok((_, 0)) => Ok(outcomes),
+            Ok(_) => match self.syncer.sync().await {
+                Ok(()) => Ok(outcomes),
+                Err(e) => {
+                    tracing::error!(group, error = %e, "offset sync failed");
+                    Err(ResponseError::KafkaStorageError)
+                }
+            },
+            Err(e) => {
+                tracing::error!(group, error = %e, "deleting offsets failed");
+                Err(ResponseError::KafkaStorageError)
+            }
+        }
+    }
+
     /// Deletes a group with no members and its committed offsets.
     pub async fn delete(&self, group: &str) -> Result<(), ResponseError> {
         {
@@ -472,222 +534,4 @@ fn rand_seed() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::storage::test_support::{run, test_dir};
-
-    fn join_req(member_id: &str) -> JoinRequest {
-        JoinRequest {
-            group: "g".into(),
-            member_id: member_id.into(),
-            group_instance_id: None,
-            client_id: "test".into(),
-            session_timeout: Duration::from_secs(10),
-            rebalance_timeout: Duration::from_secs(5),
-            protocol_type: "consumer".into(),
-            protocols: vec![("range".into(), Bytes::from_static(b"meta"))],
-            require_known_member_id: true,
-        }
-    }
-
-    fn offset(o: i64) -> Vec<OffsetToCommit> {
-        vec![(
-            "t".into(),
-            0,
-            CommittedOffset {
-                offset: o,
-                leader_epoch: -1,
-                generation: 0,
-                committed_at_ms: 0,
-                metadata: String::new(),
-            },
-        )]
-    }
-
-    /// Joins a new member: MEMBER_ID_REQUIRED, then the real join.
-    async fn join_new(c: &Rc<Coordinator>) -> JoinResult {
-        let first = c.join(join_req("")).await;
-        assert_eq!(first.error, Some(ResponseError::MemberIdRequired));
-        c.join(join_req(&first.member_id)).await
-    }
-
-    #[test]
-    fn members_join_sync_and_older_generations_cannot_commit() {
-        let dir = test_dir();
-        run(async move {
-            let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
-            let c = Coordinator::new(Arc::clone(&store));
-            let a = join_new(&c).await;
-            assert_eq!(
-                (a.error, a.generation, a.leader.as_str()),
-                (None, 1, a.member_id.as_str())
-            );
-            assert_eq!(a.members.len(), 1, "the leader gets the member list");
-            let s = c
-                .sync(
-                    "g",
-                    1,
-                    &a.member_id,
-                    None,
-                    vec![(a.member_id.clone(), Bytes::from_static(b"all"))],
-                )
-                .await;
-            assert_eq!((s.error, &s.assignment[..]), (None, &b"all"[..]));
-            assert_eq!(c.describe("g").map(|d| d.0), Some(GroupState::Stable));
-            assert_eq!(
-                c.commit("g", 1, &a.member_id, None, offset(10)).await,
-                vec![Ok(())]
-            );
-
-            // b joins: a must rejoin; until it does, a's heartbeat says rebalance.
-            let c2 = Rc::clone(&c);
-            let b_join = glommio::spawn_local(async move { join_new(&c2).await });
-            glommio::timer::sleep(Duration::from_millis(10)).await;
-            assert_eq!(
-                c.heartbeat("g", 1, &a.member_id, None),
-                Err(ResponseError::RebalanceInProgress)
-            );
-            assert_eq!(
-                c.commit("g", 1, &a.member_id, None, offset(20)).await,
-                vec![Err(ResponseError::RebalanceInProgress)]
-            );
-            let a2 = c.join(join_req(&a.member_id)).await;
-            let b = b_join.await;
-            assert_eq!((a2.generation, b.generation), (2, 2));
-            assert_eq!(
-                c.commit("g", 1, &a.member_id, None, offset(30)).await,
-                vec![Err(ResponseError::IllegalGeneration)],
-                "generation 1 is fenced"
-            );
-            assert_eq!(
-                store.fetch("g", "t", 0).expect("fetch").map(|o| o.offset),
-                Some(10)
-            );
-            assert_eq!(
-                c.commit("g", -1, "", None, offset(0)).await,
-                vec![Err(ResponseError::UnknownMemberId)],
-                "no resets while the group has members"
-            );
-        });
-    }
-
-    #[test]
-    fn silent_members_expire_and_an_empty_group_accepts_resets() {
-        let dir = test_dir();
-        run(async move {
-            let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
-            let c = Coordinator::new(Arc::clone(&store));
-            let a = join_new(&c).await;
-            c.sync("g", 1, &a.member_id, None, vec![]).await;
-            assert_eq!(
-                c.commit("g", 1, &a.member_id, None, offset(50)).await,
-                vec![Ok(())]
-            );
-            c.expire(Instant::now() + Duration::from_secs(11));
-            assert_eq!(
-                c.describe("g").map(|d| (d.0, d.2)),
-                Some((GroupState::Empty, 0))
-            );
-            assert_eq!(
-                c.heartbeat("g", 1, &a.member_id, None),
-                Err(ResponseError::UnknownMemberId)
-            );
-            assert_eq!(
-                c.commit("g", -1, "", None, offset(5)).await,
-                vec![Ok(())],
-                "reset of an empty group"
-            );
-            assert_eq!(
-                store.fetch("g", "t", 0).expect("fetch").map(|o| o.offset),
-                Some(5)
-            );
-        });
-    }
-
-    #[test]
-    fn a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout() {
-        let dir = test_dir();
-        run(async move {
-            let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
-            let c = Coordinator::new(store);
-            let a = join_new(&c).await;
-            c.sync("g", 1, &a.member_id, None, vec![]).await;
-            let c2 = Rc::clone(&c);
-            let b_join = glommio::spawn_local(async move { join_new(&c2).await });
-            glommio::timer::sleep(Duration::from_millis(10)).await;
-            // Past the 5 s rebalance timeout, within the 10 s sessions.
-            c.expire(Instant::now() + Duration::from_secs(6));
-            let b = b_join.await;
-            assert_eq!(
-                (b.error, b.generation, b.leader.clone()),
-                (None, 2, b.member_id.clone())
-            );
-            assert_eq!(c.describe("g").map(|d| d.2), Some(1), "a was dropped");
-        });
-    }
-
-    #[test]
-    fn a_restarted_static_member_keeps_its_assignment_without_a_rebalance() {
-        let dir = test_dir();
-        run(async move {
-            let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
-            let c = Coordinator::new(store);
-            let a = join_new(&c).await;
-            let c2 = Rc::clone(&c);
-            let b_join = glommio::spawn_local(async move {
-                let mut req = join_req("");
-                req.group_instance_id = Some("worker-b".into());
-                c2.join(req).await
-            });
-            glommio::timer::sleep(Duration::from_millis(10)).await;
-            let a2 = c.join(join_req(&a.member_id)).await;
-            let b = b_join.await;
-            assert_eq!(
-                (a2.generation, b.generation, b.error),
-                (2, 2, None),
-                "static members need no MEMBER_ID_REQUIRED"
-            );
-            let assignments = vec![
-                (a.member_id.clone(), Bytes::from_static(b"a-part")),
-                (b.member_id.clone(), Bytes::from_static(b"b-part")),
-            ];
-            let c3 = Rc::clone(&c);
-            let b_id = b.member_id.clone();
-            let b_sync = glommio::spawn_local(async move {
-                c3.sync("g", 2, &b_id, Some("worker-b"), vec![]).await
-            });
-            c.sync("g", 2, &a.member_id, None, assignments).await;
-            assert_eq!(&b_sync.await.assignment[..], b"b-part");
-
-            // b restarts with the same instance id and no member id.
-            let mut again = join_req("");
-            again.group_instance_id = Some("worker-b".into());
-            let b2 = c.join(again).await;
-            assert_eq!(
-                (b2.error, b2.generation),
-                (None, 2),
-                "same generation: no rebalance"
-            );
-            assert_ne!(b2.member_id, b.member_id);
-            assert_eq!(c.describe("g").map(|d| d.0), Some(GroupState::Stable));
-            assert_eq!(
-                c.heartbeat("g", 2, &b.member_id, Some("worker-b")),
-                Err(ResponseError::FencedInstanceId),
-                "the old incarnation is fenced"
-            );
-            let s = c
-                .sync("g", 2, &b2.member_id, Some("worker-b"), vec![])
-                .await;
-            assert_eq!(
-                (s.error, &s.assignment[..]),
-                (None, &b"b-part"[..]),
-                "the assignment is kept"
-            );
-            assert_eq!(
-                c.heartbeat("g", 2, &a.member_id, None),
-                Ok(()),
-                "a saw no rebalance"
-            );
-        });
-    }
-}
+mod tests;
