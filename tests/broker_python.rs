@@ -71,6 +71,17 @@ fn a_groups_offsets_are_deleted_only_when_no_member_consumes_the_topic() {
 }
 
 #[test]
+fn deleted_records_are_gone_for_consumers_and_stay_gone_after_a_crash() {
+    let dir = scratch_dir();
+    let mut broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    let bootstrap = broker.bootstrap();
+    let args = |phase: &str| [bootstrap.clone(), "trimmed".into(), phase.into()];
+    run_script("delete_records.py", &broker, &args("produce"));
+    broker.crash_and_restart();
+    run_script("delete_records.py", &broker, &args("check"));
+}
+
+#[test]
 fn confluent_kafka_edge_cases_round_trip() {
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);

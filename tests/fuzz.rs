@@ -23,11 +23,12 @@ use kafka_protocol::messages::{
     metadata_request::MetadataRequestTopic,
     produce_request::{PartitionProduceData, TopicProduceData},
     ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest,
-    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
-    ProduceRequest, RequestHeader, SyncGroupRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
+    SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use weir::{
@@ -109,6 +110,7 @@ fn request_seeds() -> Vec<Vec<u8>> {
     seeds.push(frame(&CreatePartitionsRequest::default(), 3));
     seeds.push(frame(&OffsetForLeaderEpochRequest::default(), 4));
     seeds.push(frame(&OffsetDeleteRequest::default(), 0));
+    seeds.push(frame(&DeleteRecordsRequest::default(), 2));
     seeds.push(frame(&InitProducerIdRequest::default(), 4));
     seeds.push(frame(&DescribeConfigsRequest::default(), 4));
     seeds.push(frame(&DescribeClusterRequest::default(), 1));

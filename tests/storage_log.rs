@@ -418,3 +418,58 @@ fn deleting_a_partition_removes_its_directory() {
         storage.shutdown().await;
     });
 }
+
+#[test]
+fn deleted_records_stay_deleted_across_a_reopen() {
+    let dir = scratch_dir();
+    run(async move {
+        let storage = start(dir.path(), fsync_every(Duration::ZERO), 0, Clock::System).await;
+        let path = dir.path().join("t-0");
+        let (log, _) = storage
+            .open_log(&path, small_segments(8 << 10))
+            .await
+            .expect("open");
+        // 60 batches of 3 records, ~1 KiB each: several segments.
+        for i in 0..60u64 {
+            append_durably(&log, &payload(1, 3, 300, i, 0)).await;
+        }
+        let segments = log.offsets().segments;
+        assert!(segments > 3, "{segments} segments");
+        assert!(matches!(
+            log.delete_records(Offset(181)).await,
+            Err(StorageError::OffsetOutOfRange { .. })
+        ));
+        assert_eq!(
+            log.delete_records(Offset(100)).await.expect("delete"),
+            Offset(100)
+        );
+        assert_eq!(log.log_start_offset(), Offset(100));
+        assert!(
+            log.offsets().segments < segments,
+            "segments wholly below were deleted"
+        );
+        assert!(matches!(
+            log.read(Offset(99), 1 << 20).await,
+            Err(StorageError::OffsetOutOfRange { .. })
+        ));
+        let read = log
+            .read(Offset(100), 1 << 20)
+            .await
+            .expect("read at the new start");
+        assert!(!read.records.is_empty());
+        assert_eq!(
+            log.delete_records(Offset(50)).await.expect("no-op"),
+            Offset(100),
+            "the start never moves back"
+        );
+        log.close().await.expect("close");
+        let (reopened, _) = storage
+            .open_log(&path, small_segments(8 << 10))
+            .await
+            .expect("reopen");
+        assert_eq!(reopened.log_start_offset(), Offset(100));
+        assert_eq!(reopened.offsets().high_watermark, Offset(180));
+        reopened.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}

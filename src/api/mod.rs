@@ -12,6 +12,7 @@ pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -50,6 +51,7 @@ pub const ROUTES: &[Route] = &[
     Route::to::<produce::Produce>(ApiKey::Produce, 3, 9),
     Route::to::<fetch::Fetch>(ApiKey::Fetch, 4, 12),
     Route::to::<list_offsets::ListOffsets>(ApiKey::ListOffsets, 1, 7),
+    Route::to::<delete_records::DeleteRecords>(ApiKey::DeleteRecords, 0, 2),
     Route::to::<offset_for_leader_epoch::OffsetForLeaderEpoch>(ApiKey::OffsetForLeaderEpoch, 2, 4),
     Route::to::<metadata::Metadata>(ApiKey::Metadata, 0, 12),
     Route::to::<api_versions::ApiVersions>(ApiKey::ApiVersions, 0, 3),

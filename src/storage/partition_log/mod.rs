@@ -43,6 +43,7 @@ use super::{
     Offset, Result, StorageError,
 };
 
+mod delete_records;
 mod durable;
 mod flush_target;
 mod log_dir;
@@ -52,6 +53,7 @@ mod retention;
 mod tests;
 mod timestamp_lookup;
 
+pub use delete_records::LOG_START_FILE;
 pub use durable::Durable;
 pub use timestamp_lookup::{TimestampOffset, TimestampQuery};
 
@@ -170,8 +172,13 @@ impl PartitionLog {
                 sync_dir(dir).await?;
             }
         }
-        let log_start = segments.front().map_or(Offset(0), Segment::base);
         let log_end = segments.back().map_or(Offset(0), Segment::next_offset);
+        // DeleteRecords may have moved the start past the first segment's base.
+        let recorded = delete_records::read_log_start(dir).await?;
+        let log_start = segments
+            .front()
+            .map_or(Offset(0), Segment::base)
+            .max(recorded.unwrap_or(Offset(0)).min(log_end));
         let shared = Rc::new(LogShared {
             dir: dir.to_path_buf(),
             config,

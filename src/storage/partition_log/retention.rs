@@ -44,7 +44,7 @@ impl PartitionLog {
             }
             let removed: Vec<Segment> = st.segments.drain(..n).collect();
             if let Some(first) = st.segments.front() {
-                st.log_start = first.base();
+                st.log_start = st.log_start.max(first.base());
             }
             removed
                 .into_iter()
