@@ -77,6 +77,25 @@ enum TopicsCommand {
         /// Topic name.
         name: String,
     },
+    /// Grow a topic to more partitions (partitions are never removed).
+    AddPartitions {
+        /// Topic name.
+        name: String,
+        /// The topic's new partition count.
+        #[arg(long)]
+        partitions: i32,
+    },
+    /// Delete a partition's records before an offset (moves its log start offset).
+    DeleteRecords {
+        /// Topic name.
+        name: String,
+        /// The partition.
+        #[arg(long)]
+        partition: i32,
+        /// Records below this offset are deleted; -1: everything up to the high watermark.
+        #[arg(long, allow_hyphen_values = true)]
+        before: i64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -233,6 +252,14 @@ fn main() -> anyhow::Result<()> {
                 TopicsCommand::Create { name, partitions } => a.topics_create(&name, partitions),
                 TopicsCommand::Describe { name } => a.topics_describe(&name),
                 TopicsCommand::Delete { name } => a.topics_delete(&name),
+                TopicsCommand::AddPartitions { name, partitions } => {
+                    a.topics_add_partitions(&name, partitions)
+                }
+                TopicsCommand::DeleteRecords {
+                    name,
+                    partition,
+                    before,
+                } => a.topics_delete_records(&name, partition, before),
             })
         }
         Command::Groups { broker, command } => {

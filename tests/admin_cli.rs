@@ -160,3 +160,61 @@ fn topics_and_groups_commands_work_against_a_running_broker() {
     let (ok, out) = weir(&broker, &["topics", "create", "bad/name"]);
     assert!(!ok && out.contains("InvalidTopicException"), "{out}");
 }
+
+#[test]
+fn topics_grow_and_records_are_deleted_from_the_command_line() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    let (ok, out) = weir(&broker, &["topics", "create", "trim", "--partitions", "2"]);
+    assert!(ok, "{out}");
+    let (ok, out) = weir(
+        &broker,
+        &["topics", "add-partitions", "trim", "--partitions", "3"],
+    );
+    assert!(ok && out.contains("now has 3 partitions"), "{out}");
+    let (ok, out) = weir(
+        &broker,
+        &["topics", "add-partitions", "trim", "--partitions", "2"],
+    );
+    assert!(
+        !ok && out.contains("InvalidPartitions"),
+        "shrinking refused: {out}"
+    );
+    produce_to_every_partition(&broker, "trim", 3);
+    let (ok, out) = weir(
+        &broker,
+        &[
+            "topics",
+            "delete-records",
+            "trim",
+            "--partition",
+            "2",
+            "--before",
+            "3",
+        ],
+    );
+    assert!(ok && out.contains("log start offset 3"), "{out}");
+    let (ok, out) = weir(&broker, &["topics", "describe", "trim"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("2\t") && l.ends_with("\t3\t5")),
+        "partition 2 now starts at 3: {out}"
+    );
+    let (ok, out) = weir(
+        &broker,
+        &[
+            "topics",
+            "delete-records",
+            "trim",
+            "--partition",
+            "0",
+            "--before",
+            "-1",
+        ],
+    );
+    assert!(
+        ok && out.contains("log start offset 5"),
+        "-1 is the high watermark: {out}"
+    );
+}

@@ -5,14 +5,16 @@ use std::collections::{BTreeMap, HashMap};
 
 use kafka_protocol::{
     messages::{
+        create_partitions_request::CreatePartitionsTopic,
         create_topics_request::CreatableTopic,
+        delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic},
         list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
         metadata_request::MetadataRequestTopic,
         offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
-        BrokerId, ConsumerProtocolAssignment, CreateTopicsRequest, DeleteTopicsRequest,
-        DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest,
-        ListOffsetsRequest, MetadataRequest, MetadataResponse, OffsetCommitRequest,
-        OffsetFetchRequest, TopicName,
+        BrokerId, ConsumerProtocolAssignment, CreatePartitionsRequest, CreateTopicsRequest,
+        DeleteRecordsRequest, DeleteTopicsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
+        GroupId, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse,
+        OffsetCommitRequest, OffsetFetchRequest, TopicName,
     },
     protocol::{Decodable, StrBytes},
     ResponseError,
@@ -151,6 +153,60 @@ impl Admin {
         check(result.error_code, format!("create topic {topic}"))?;
         Ok(format!(
             "created topic {topic} with {partitions} partitions\n"
+        ))
+    }
+
+    /// `topics add-partitions NAME --partitions N`: grows the topic to N partitions.
+    pub fn topics_add_partitions(&mut self, topic: &str, partitions: i32) -> Result<String> {
+        let mut req = CreatePartitionsRequest::default();
+        req.topics = vec![CreatePartitionsTopic::default()
+            .with_name(name(topic))
+            .with_count(partitions)
+            .with_assignments(None)];
+        req.timeout_ms = 30_000;
+        let r = self.bootstrap.call(&req, 3)?;
+        let result = r
+            .results
+            .first()
+            .ok_or_else(|| AdminError::Refused("empty CreatePartitions answer".into()))?;
+        check(result.error_code, format!("add partitions to {topic}"))?;
+        Ok(format!("topic {topic} now has {partitions} partitions\n"))
+    }
+
+    /// `topics delete-records NAME --partition P --before OFFSET`: deletes the
+    /// partition's records before OFFSET (-1: up to the high watermark), on its leader.
+    pub fn topics_delete_records(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        before: i64,
+    ) -> Result<String> {
+        let leader = self
+            .leaders(topic)?
+            .into_iter()
+            .find(|(_, p, _)| *p == partition)
+            .map(|(_, _, leader)| leader)
+            .ok_or_else(|| AdminError::Refused(format!("{topic} has no partition {partition}")))?;
+        let mut req = DeleteRecordsRequest::default();
+        req.topics = vec![DeleteRecordsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(partition)
+                .with_offset(before)])];
+        req.timeout_ms = 30_000;
+        let r = self.node(leader)?.call(&req, 2)?;
+        let p = r
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or_else(|| AdminError::Refused("empty DeleteRecords answer".into()))?;
+        check(
+            p.error_code,
+            format!("delete records of {topic}/{partition}"),
+        )?;
+        Ok(format!(
+            "{topic}/{partition}: records before {} deleted (log start offset {})\n",
+            p.low_watermark, p.low_watermark
         ))
     }
 

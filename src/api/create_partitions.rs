@@ -38,7 +38,8 @@ impl Handler for CreatePartitions {
         for topic in &req.topics {
             let mut result = CreatePartitionsTopicResult::default();
             result.name = topic.name.clone();
-            let refused = if topic.assignments.is_some() {
+            let assigned = topic.assignments.as_ref().is_some_and(|a| !a.is_empty());
+            let refused = if assigned {
                 Some((
                     ResponseError::InvalidReplicaAssignment,
                     "manual replica assignment is not supported".to_string(),
