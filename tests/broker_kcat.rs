@@ -4,37 +4,16 @@
 #[allow(dead_code)]
 mod common;
 
-use std::{
-    collections::BTreeMap,
-    io::Write,
-    process::{Command, Stdio},
-};
+use std::{collections::BTreeMap, process::Command};
 
-use common::{broker::Broker, scratch_dir};
+use common::{broker::Broker, run_with_input, scratch_dir};
 
 fn kcat(args: &[&str], input: Option<&str>) -> String {
-    let mut child = Command::new("timeout")
-        .arg("60")
-        .arg("kcat")
-        .args(args)
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kcat is installed by tests/run-all.sh");
-    if let Some(text) = input {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(text.as_bytes())
-            .expect("write");
-    }
-    let out = child.wait_with_output().expect("kcat");
+    let out = run_with_input(
+        Command::new("timeout").arg("60").arg("kcat").args(args),
+        input.map(str::as_bytes),
+        "kcat (installed by tests/run-all.sh)",
+    );
     assert!(
         out.status.success(),
         "kcat {args:?} failed: {}",

@@ -9,7 +9,7 @@ mod common;
 use std::{
     io::{Read, Write},
     net::TcpStream,
-    process::{Command, Stdio},
+    process::Command,
     time::Duration,
 };
 
@@ -17,7 +17,7 @@ use common::{
     broker::{free_port, Broker},
     interop::{python, script},
     kafka_client::{call, closed, connect, create, fetch, name, produce},
-    scratch_dir,
+    run_with_input, scratch_dir,
 };
 use kafka_protocol::{
     messages::{
@@ -57,21 +57,13 @@ fn get(port: u16, path: &str, accept: Option<&str>) -> (String, String) {
 
 /// Every sample of `text` as the Prometheus Python parser reads it.
 fn parse(text: &str, format: &str) -> Vec<serde_json::Value> {
-    let mut child = Command::new(python())
-        .arg(script("parse_metrics.py"))
-        .arg(format)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the parser");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("parser");
+    let out = run_with_input(
+        Command::new(python())
+            .arg(script("parse_metrics.py"))
+            .arg(format),
+        Some(text.as_bytes()),
+        "the metrics parser",
+    );
     assert!(
         out.status.success(),
         "the {format} parser refused the exposition: {}\n{text}",
@@ -272,20 +264,11 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
     dashboard_asks_only_for_served_metrics(&text);
 
     // promtool is installed by tests/run-all.sh (Debian's prometheus package).
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool is installed by tests/run-all.sh");
-    promtool
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write");
-    let out = promtool.wait_with_output().expect("promtool");
+    let out = run_with_input(
+        Command::new("promtool").args(["check", "metrics"]),
+        Some(text.as_bytes()),
+        "promtool (installed by tests/run-all.sh)",
+    );
     assert!(
         out.status.success(),
         "promtool check metrics: {}{}",

@@ -157,3 +157,32 @@ pub async fn read_all(log: &PartitionLog, max_bytes: usize) -> Vec<StoredBatch> 
     }
     out
 }
+
+/// Runs `command` with `input` on its standard input (none when `None`) and returns its
+/// output; panics, naming `what`, if it cannot be started.
+pub fn run_with_input(
+    command: &mut std::process::Command,
+    input: Option<&[u8]>,
+    what: &str,
+) -> std::process::Output {
+    use std::{io::Write, process::Stdio};
+    let mut child = command
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    if let Some(bytes) = input {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(bytes)
+            .expect("write stdin");
+    }
+    child.wait_with_output().expect("wait")
+}
