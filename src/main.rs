@@ -77,6 +77,17 @@ enum TopicsCommand {
         /// Topic name.
         name: String,
     },
+    /// Set (key=value) or remove (--delete KEY) a topic's config overrides, e.g.
+    /// retention.ms=3600000; the others are kept.
+    AlterConfig {
+        /// Topic name.
+        name: String,
+        /// Overrides to set, as key=value.
+        set: Vec<String>,
+        /// Overrides to remove (back to the broker's setting).
+        #[arg(long = "delete", value_name = "KEY")]
+        delete: Vec<String>,
+    },
     /// Grow a topic to more partitions (partitions are never removed).
     AddPartitions {
         /// Topic name.
@@ -252,6 +263,9 @@ fn main() -> anyhow::Result<()> {
                 TopicsCommand::Create { name, partitions } => a.topics_create(&name, partitions),
                 TopicsCommand::Describe { name } => a.topics_describe(&name),
                 TopicsCommand::Delete { name } => a.topics_delete(&name),
+                TopicsCommand::AlterConfig { name, set, delete } => {
+                    a.topics_alter_config(&name, &set, &delete)
+                }
                 TopicsCommand::AddPartitions { name, partitions } => {
                     a.topics_add_partitions(&name, partitions)
                 }

@@ -8,7 +8,7 @@ use std::process::Command;
 use bytes::Bytes;
 use common::{
     broker::Broker,
-    kafka_client::{call, connect},
+    kafka_client::{call, connect, produce},
     scratch_dir,
 };
 use kafka_protocol::{
@@ -217,4 +217,115 @@ fn topics_grow_and_records_are_deleted_from_the_command_line() {
         ok && out.contains("log start offset 5"),
         "-1 is the high watermark: {out}"
     );
+}
+
+#[test]
+fn topic_configs_are_checked_stored_applied_and_kept_across_a_restart() {
+    use kafka_protocol::messages::{
+        create_topics_request::{CreatableTopic, CreatableTopicConfig},
+        CreateTopicsRequest,
+    };
+    let dir = scratch_dir();
+    let mut broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    // Configs given at creation: one bad value refuses the topic, naming the key.
+    let create = |configs: Vec<(&str, &str)>| {
+        let mut t = CreatableTopic::default();
+        t.name = TopicName(StrBytes::from_static_str("kept"));
+        t.num_partitions = 1;
+        t.replication_factor = 1;
+        t.configs = configs
+            .into_iter()
+            .map(|(k, v)| {
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_string(k.into()))
+                    .with_value(Some(StrBytes::from_string(v.into())))
+            })
+            .collect();
+        let mut req = CreateTopicsRequest::default();
+        req.topics = vec![t];
+        req.timeout_ms = 5000;
+        let r = call(&mut connect(broker.port), &req, 7);
+        let t = &r.topics[0];
+        (
+            t.error_code,
+            t.error_message.as_ref().map(|m| m.to_string()),
+        )
+    };
+    let (code, message) = create(vec![("segment.bytes", "1048576"), ("retention.ms", "soon")]);
+    assert_eq!(code, ResponseError::InvalidConfig.code());
+    assert!(message.unwrap_or_default().contains("retention.ms"));
+    assert_eq!(create(vec![("segment.bytes", "1048576")]).0, 0);
+
+    let (ok, out) = weir(
+        &broker,
+        &["topics", "alter-config", "kept", "retention.hours=1"],
+    );
+    assert!(
+        !ok && out.contains("InvalidConfig") && out.contains("retention.hours"),
+        "{out}"
+    );
+    let (ok, out) = weir(
+        &broker,
+        &[
+            "topics",
+            "alter-config",
+            "kept",
+            "retention.ms=3600000",
+            "max.message.bytes=2000000",
+        ],
+    );
+    assert!(ok && out.contains("retention.ms=3600000"), "{out}");
+    assert!(
+        out.contains("segment.bytes=1048576"),
+        "kept from creation: {out}"
+    );
+    let (ok, out) = weir(
+        &broker,
+        &[
+            "topics",
+            "alter-config",
+            "kept",
+            "--delete",
+            "max.message.bytes",
+        ],
+    );
+    assert!(ok && !out.contains("max.message.bytes"), "{out}");
+
+    // Applied without a restart: four ~900 KB batches roll 1 MiB segments, and
+    // retention.bytes then deletes the oldest within a retention check (10 s).
+    for _ in 0..4 {
+        assert_eq!(
+            produce(broker.port, "kept", 0, build_batch(100, &[9u8; 9000], 0)).0,
+            0
+        );
+    }
+    let (ok, out) = weir(
+        &broker,
+        &["topics", "alter-config", "kept", "retention.bytes=1048576"],
+    );
+    assert!(ok, "{out}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, out) = weir(&broker, &["topics", "describe", "kept"]);
+        if out
+            .lines()
+            .any(|l| l.starts_with("0\t") && !l.contains("\t0\t400"))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "retention.bytes never applied: {out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+
+    broker.stop();
+    broker.restart();
+    let (ok, out) = weir(&broker, &["topics", "describe", "kept"]);
+    assert!(
+        ok && out.contains("retention.bytes\t1048576"),
+        "kept across a restart: {out}"
+    );
+    assert!(out.contains("segment.bytes\t1048576"), "{out}");
 }

@@ -22,13 +22,13 @@ use kafka_protocol::messages::{
     fetch_request::{FetchPartition, FetchTopic},
     metadata_request::MetadataRequestTopic,
     produce_request::{PartitionProduceData, TopicProduceData},
-    ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest,
-    DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
-    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
-    SyncGroupRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    RequestHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use weir::{
@@ -111,6 +111,8 @@ fn request_seeds() -> Vec<Vec<u8>> {
     seeds.push(frame(&OffsetForLeaderEpochRequest::default(), 4));
     seeds.push(frame(&OffsetDeleteRequest::default(), 0));
     seeds.push(frame(&DeleteRecordsRequest::default(), 2));
+    seeds.push(frame(&AlterConfigsRequest::default(), 2));
+    seeds.push(frame(&IncrementalAlterConfigsRequest::default(), 1));
     seeds.push(frame(&InitProducerIdRequest::default(), 4));
     seeds.push(frame(&DescribeConfigsRequest::default(), 4));
     seeds.push(frame(&DescribeClusterRequest::default(), 1));

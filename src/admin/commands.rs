@@ -8,19 +8,27 @@ use kafka_protocol::{
         create_partitions_request::CreatePartitionsTopic,
         create_topics_request::CreatableTopic,
         delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic},
+        describe_configs_request::DescribeConfigsResource,
+        incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig},
         list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
         metadata_request::MetadataRequestTopic,
         offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
         BrokerId, ConsumerProtocolAssignment, CreatePartitionsRequest, CreateTopicsRequest,
-        DeleteRecordsRequest, DeleteTopicsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
-        GroupId, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse,
-        OffsetCommitRequest, OffsetFetchRequest, TopicName,
+        DeleteRecordsRequest, DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+        FindCoordinatorRequest, GroupId, IncrementalAlterConfigsRequest, ListGroupsRequest,
+        ListOffsetsRequest, MetadataRequest, MetadataResponse, OffsetCommitRequest,
+        OffsetFetchRequest, TopicName,
     },
     protocol::{Decodable, StrBytes},
     ResponseError,
 };
 
 use weir_client::{blocking::Connection, ClientError};
+
+/// Kafka's resource type for topics.
+const TOPIC_RESOURCE: i8 = 2;
+/// Kafka's config source for a topic's own override.
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 
 /// The client id the admin commands' requests carry.
 const CLIENT_ID: &str = "weir-admin";
@@ -307,6 +315,90 @@ impl Admin {
                 "{p}\t{leader}\t{}\t{}\n",
                 earliest[&key], latest[&key]
             ));
+        }
+        let overrides = self.topic_overrides(topic)?;
+        if !overrides.is_empty() {
+            out.push_str("CONFIG\tVALUE\n");
+            for (key, value) in overrides {
+                out.push_str(&format!("{key}\t{value}\n"));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The topic's own config overrides (DescribeConfigs entries whose source is the
+    /// topic).
+    fn topic_overrides(&mut self, topic: &str) -> Result<Vec<(String, String)>> {
+        let mut req = DescribeConfigsRequest::default();
+        req.resources = vec![DescribeConfigsResource::default()
+            .with_resource_type(TOPIC_RESOURCE)
+            .with_resource_name(StrBytes::from_string(topic.to_string()))
+            .with_configuration_keys(None)];
+        let r = self.bootstrap.call(&req, 4)?;
+        let result = r
+            .results
+            .first()
+            .ok_or_else(|| AdminError::Refused("empty DescribeConfigs answer".into()))?;
+        check(result.error_code, format!("describe configs of {topic}"))?;
+        Ok(result
+            .configs
+            .iter()
+            .filter(|c| c.config_source == DYNAMIC_TOPIC_CONFIG)
+            .map(|c| {
+                let value = c.value.as_ref().map_or("", |v| v.as_str());
+                (c.name.to_string(), value.to_string())
+            })
+            .collect())
+    }
+
+    /// `topics alter-config NAME key=value... [--delete KEY]...`: sets and removes a
+    /// topic's config overrides, leaving the others.
+    pub fn topics_alter_config(
+        &mut self,
+        topic: &str,
+        set: &[String],
+        delete: &[String],
+    ) -> Result<String> {
+        let mut configs = Vec::new();
+        for pair in set {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| AdminError::Refused(format!("{pair:?} is not key=value")))?;
+            configs.push(
+                AlterableConfig::default()
+                    .with_name(StrBytes::from_string(key.to_string()))
+                    .with_config_operation(0)
+                    .with_value(Some(StrBytes::from_string(value.to_string()))),
+            );
+        }
+        for key in delete {
+            configs.push(
+                AlterableConfig::default()
+                    .with_name(StrBytes::from_string(key.clone()))
+                    .with_config_operation(1),
+            );
+        }
+        let mut req = IncrementalAlterConfigsRequest::default();
+        req.resources = vec![AlterConfigsResource::default()
+            .with_resource_type(TOPIC_RESOURCE)
+            .with_resource_name(StrBytes::from_string(topic.to_string()))
+            .with_configs(configs)];
+        let r = self.bootstrap.call(&req, 1)?;
+        let result = r
+            .responses
+            .first()
+            .ok_or_else(|| AdminError::Refused("empty IncrementalAlterConfigs answer".into()))?;
+        if result.error_code != 0 {
+            let why = result.error_message.as_ref().map_or("", |m| m.as_str());
+            check(
+                result.error_code,
+                format!("alter configs of {topic}: {why}"),
+            )?;
+        }
+        let now = self.topic_overrides(topic)?;
+        let mut out = format!("topic {topic} configs:\n");
+        for (key, value) in now {
+            out.push_str(&format!("{key}={value}\n"));
         }
         Ok(out)
     }

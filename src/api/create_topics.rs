@@ -12,7 +12,11 @@ use kafka_protocol::{
 };
 
 use crate::{
-    metadata::{registry::RegistryError, topic_name},
+    metadata::{
+        registry::RegistryError,
+        topic_config::{self, TopicConfigs},
+        topic_name,
+    },
     shard::context::ShardContext,
 };
 
@@ -48,6 +52,14 @@ impl Handler for CreateTopics {
             } else {
                 topic.num_partitions
             };
+            let configs: TopicConfigs = topic
+                .configs
+                .iter()
+                .filter_map(|c| {
+                    let value = c.value.as_ref()?;
+                    Some((c.name.as_str().to_string(), value.as_str().to_string()))
+                })
+                .collect();
             let refused = if let Err(why) = topic_name::validate(&name) {
                 Some((ResponseError::InvalidTopicException, why.to_string()))
             } else if !topic.assignments.is_empty() {
@@ -68,10 +80,12 @@ impl Handler for CreateTopics {
                         topic.replication_factor
                     ),
                 ))
+            } else if let Err(e) = topic_config::validate_all(&configs) {
+                Some((ResponseError::InvalidConfig, e.to_string()))
             } else if req.validate_only {
                 None
             } else {
-                match ctx.registry.create(&name, partitions as u32).await {
+                match ctx.registry.create(&name, partitions as u32, configs).await {
                     Ok(info) => {
                         if call.version() >= 7 {
                             result.topic_id = uuid::Uuid::from_bytes(info.id);

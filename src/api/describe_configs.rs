@@ -1,5 +1,6 @@
-//! DescribeConfigs: the settings in force for a topic or a broker, under Kafka's names,
-//! read-only (weir takes its settings from its command line and config file).
+//! DescribeConfigs: the settings in force for a topic or a broker, under Kafka's names: a
+//! topic's own overrides (AlterConfigs, IncrementalAlterConfigs, CreateTopics) over the
+//! broker's settings, which come from its command line and config file.
 
 use std::rc::Rc;
 
@@ -12,7 +13,7 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::shard::context::ShardContext;
+use crate::{metadata::topic_config, shard::context::ShardContext};
 
 use super::{Call, Handler, Reply};
 
@@ -20,6 +21,8 @@ use super::{Call, Handler, Reply};
 const TOPIC: i8 = 2;
 /// Kafka's resource type for brokers.
 const BROKER: i8 = 4;
+/// Kafka's config source for a topic's own override.
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 /// Kafka's config source for static broker configuration.
 const STATIC_BROKER_CONFIG: i8 = 4;
 
@@ -32,6 +35,8 @@ fn topic_settings(ctx: &ShardContext) -> Vec<(&'static str, String)> {
     let log = &ctx.config.log;
     vec![
         ("cleanup.policy", "delete".into()),
+        ("delete.retention.ms", "86400000".into()),
+        ("min.compaction.lag.ms", "0".into()),
         ("retention.ms", duration_ms(log.retention_age_max)),
         (
             "retention.bytes",
@@ -98,8 +103,16 @@ impl Handler for DescribeConfigs {
             result.resource_type = resource.resource_type;
             result.resource_name = resource.resource_name.clone();
             let name = resource.resource_name.as_str();
+            let mut overrides = Default::default();
             let settings = match resource.resource_type {
-                TOPIC if ctx.registry.get(name).is_some() => Some(topic_settings(ctx)),
+                TOPIC if ctx.registry.get(name).is_some() => {
+                    overrides = ctx
+                        .registry
+                        .get(name)
+                        .map(|t| t.configs)
+                        .unwrap_or_default();
+                    Some(topic_settings(ctx))
+                }
                 TOPIC => {
                     result.error_code = ResponseError::UnknownTopicOrPartition.code();
                     None
@@ -119,17 +132,24 @@ impl Handler for DescribeConfigs {
                     None
                 }
             };
+            let topic = resource.resource_type == TOPIC;
             for (key, value) in settings.into_iter().flatten() {
                 let wanted = resource
                     .configuration_keys
                     .as_ref()
                     .is_none_or(|keys| keys.iter().any(|k| k.as_str() == key));
                 if wanted {
+                    let overridden = overrides.get(key);
                     let mut c = DescribeConfigsResourceResult::default();
                     c.name = StrBytes::from_static_str(key);
-                    c.value = Some(StrBytes::from_string(value));
-                    c.read_only = true;
-                    c.config_source = STATIC_BROKER_CONFIG;
+                    c.value = Some(StrBytes::from_string(overridden.cloned().unwrap_or(value)));
+                    // A topic's own settings can be altered; the broker's cannot.
+                    c.read_only = !(topic && topic_config::KEYS.iter().any(|(k, _)| *k == key));
+                    c.config_source = if overridden.is_some() {
+                        DYNAMIC_TOPIC_CONFIG
+                    } else {
+                        STATIC_BROKER_CONFIG
+                    };
                     result.configs.push(c);
                 }
             }

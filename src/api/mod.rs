@@ -8,6 +8,7 @@
 //! Handlers never fail a whole request for one partition: each partition gets its own
 //! Kafka error code, from [`error_code`] for internal errors.
 
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -21,6 +22,7 @@ pub mod error_code;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
@@ -60,6 +62,12 @@ pub const ROUTES: &[Route] = &[
     Route::to::<create_partitions::CreatePartitions>(ApiKey::CreatePartitions, 0, 3),
     Route::to::<init_producer_id::InitProducerId>(ApiKey::InitProducerId, 0, 4),
     Route::to::<describe_configs::DescribeConfigs>(ApiKey::DescribeConfigs, 1, 4),
+    Route::to::<alter_configs::AlterConfigs>(ApiKey::AlterConfigs, 0, 2),
+    Route::to::<incremental_alter_configs::IncrementalAlterConfigs>(
+        ApiKey::IncrementalAlterConfigs,
+        0,
+        1,
+    ),
     Route::to::<describe_cluster::DescribeCluster>(ApiKey::DescribeCluster, 0, 1),
     Route::to::<find_coordinator::FindCoordinator>(ApiKey::FindCoordinator, 0, 4),
     Route::to::<join_group::JoinGroup>(ApiKey::JoinGroup, 0, 7),

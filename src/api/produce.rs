@@ -48,7 +48,7 @@ async fn append_one(
     if records.len() as u64 > ctx.config.log.segment_bytes {
         return Pending::Failed(ResponseError::RecordListTooLarge, None);
     }
-    let payload = match ProducePayload::validate(records, ctx.config.message_max_bytes) {
+    let payload = match ProducePayload::validate(records, ctx.message_max_bytes(topic)) {
         Ok(p) => p,
         Err(e) => return Pending::Failed(e.kafka_error(), Some(e.to_string())),
     };

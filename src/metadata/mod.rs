@@ -1,8 +1,9 @@
 //! Cluster metadata: which topics exist (the persisted [`registry`]), which names are
-//! legal ([`topic_name`]), and which shard owns a partition or a group
-//! ([`placement`]).
+//! legal ([`topic_name`]), what a topic's config overrides mean ([`topic_config`]), and
+//! which shard owns a partition or a group ([`placement`]).
 
 pub mod placement;
 pub mod producer_ids;
 pub mod registry;
+pub mod topic_config;
 pub mod topic_name;

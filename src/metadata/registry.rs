@@ -19,6 +19,8 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
+use super::topic_config::TopicConfigs;
+
 /// File name of the registry inside the data directory.
 pub const REGISTRY_FILE: &str = "topics.json";
 
@@ -31,6 +33,10 @@ pub struct TopicInfo {
     pub id: [u8; 16],
     /// Number of partitions.
     pub partitions: u32,
+    /// The topic's config overrides (see `metadata::topic_config`); absent in registries
+    /// written before topics had configs.
+    #[serde(default)]
+    pub configs: TopicConfigs,
 }
 
 /// Why a registry change was refused.
@@ -149,11 +155,13 @@ impl TopicRegistry {
         self: &Arc<Self>,
         name: &str,
         partitions: u32,
+        configs: TopicConfigs,
     ) -> Result<TopicInfo, RegistryError> {
         let info = TopicInfo {
             name: name.to_string(),
             id: fresh_id(name),
             partitions,
+            configs,
         };
         {
             let mut s = self.state();
@@ -180,7 +188,50 @@ impl TopicRegistry {
         partitions: u32,
         validate_only: bool,
     ) -> Result<TopicInfo, RegistryError> {
-        let grown = {
+        self.change(name, validate_only, |current| {
+            if partitions <= current.partitions {
+                return Err(RegistryError::CannotShrink {
+                    topic: name.to_string(),
+                    current: current.partitions,
+                    asked: partitions,
+                });
+            }
+            Ok(TopicInfo {
+                partitions,
+                ..current.clone()
+            })
+        })
+        .await
+    }
+
+    /// Replaces a topic's config overrides with `configs` (already validated), durably,
+    /// then makes them visible; shards apply them to the open partitions at their next
+    /// look at the registry. With `validate_only`, changes nothing.
+    pub async fn set_configs(
+        self: &Arc<Self>,
+        name: &str,
+        configs: TopicConfigs,
+        validate_only: bool,
+    ) -> Result<TopicInfo, RegistryError> {
+        self.change(name, validate_only, |current| {
+            Ok(TopicInfo {
+                configs,
+                ..current.clone()
+            })
+        })
+        .await
+    }
+
+    /// Replaces topic `name` with what `change` makes of it, durably: written as pending
+    /// first, so a crash before the file's rename keeps the old topic and one after it the
+    /// new, and readers see the new one only once durable.
+    async fn change(
+        self: &Arc<Self>,
+        name: &str,
+        validate_only: bool,
+        change: impl FnOnce(&TopicInfo) -> Result<TopicInfo, RegistryError>,
+    ) -> Result<TopicInfo, RegistryError> {
+        let changed = {
             let mut s = self.state();
             if s.pending.contains_key(name) {
                 return Err(RegistryError::InProgress(name.to_string()));
@@ -189,24 +240,12 @@ impl TopicRegistry {
                 .topics
                 .get(name)
                 .ok_or_else(|| RegistryError::Unknown(name.to_string()))?;
-            if partitions <= current.partitions {
-                return Err(RegistryError::CannotShrink {
-                    topic: name.to_string(),
-                    current: current.partitions,
-                    asked: partitions,
-                });
-            }
-            let grown = TopicInfo {
-                partitions,
-                ..current.clone()
-            };
+            let changed = change(current)?;
             if validate_only {
-                return Ok(grown);
+                return Ok(changed);
             }
-            // Written as pending first, so a crash before the rename keeps the old count
-            // and one after it the new; readers see the new count only once durable.
-            s.pending.insert(name.to_string(), grown.clone());
-            grown
+            s.pending.insert(name.to_string(), changed.clone());
+            changed
         };
         let persisted = self.persist_replacing(name).await;
         let deleted = {
@@ -215,17 +254,17 @@ impl TopicRegistry {
             persisted?;
             let deleted = !s.topics.contains_key(name);
             if !deleted {
-                s.topics.insert(name.to_string(), grown.clone());
+                s.topics.insert(name.to_string(), changed.clone());
                 self.version.fetch_add(1, Ordering::AcqRel);
             }
             deleted
         };
         if deleted {
-            // Deleted while growing: the file written above still held it.
+            // Deleted while changing: the file written above still held it.
             self.persist().await?;
             return Err(RegistryError::Unknown(name.to_string()));
         }
-        Ok(grown)
+        Ok(changed)
     }
 
     /// Deletes a topic, durably.
@@ -316,7 +355,10 @@ mod tests {
         let path = dir.path().to_path_buf();
         run(async move {
             let registry = TopicRegistry::load(&path).expect("load");
-            let created = registry.create("orders", 2).await.expect("create");
+            let created = registry
+                .create("orders", 2, TopicConfigs::new())
+                .await
+                .expect("create");
             let before = registry.version();
             let checked = registry
                 .add_partitions("orders", 5, true)

@@ -18,10 +18,12 @@ use crate::{
         placement::{group_shard, partition_shard, ShardId},
         producer_ids::ProducerIds,
         registry::{RegistryError, TopicInfo, TopicRegistry},
-        topic_name,
+        topic_config, topic_name,
     },
     metrics::{BrokerMetrics, ShardMetrics},
-    storage::{Clock, FlushConfig, PartitionLog, ShardStorage, ShardStorageConfig, StorageError},
+    storage::{
+        Clock, FlushConfig, LogConfig, PartitionLog, ShardStorage, ShardStorageConfig, StorageError,
+    },
 };
 
 /// Why a partition cannot be served here (`api::error_code` says what Kafka error it is).
@@ -37,11 +39,12 @@ pub enum PartitionError {
 
 type PartitionKey = (String, u32);
 
-/// A topic as the data path needs it: its id and partition count.
+/// A topic as the data path needs it: its id, partition count and largest batch.
 #[derive(Debug, Clone, Copy)]
 struct TopicShape {
     id: [u8; 16],
     partitions: u32,
+    message_max_bytes: usize,
 }
 
 /// A shard's open logs: topic name → partition → (topic id, log). Looked up by `&str`,
@@ -180,6 +183,15 @@ impl ShardContext {
         capacity.saturating_sub(self.inflight.available())
     }
 
+    /// The largest record batch `topic` accepts (its `max.message.bytes`, or the
+    /// broker's), as of this shard's last look at the registry.
+    pub fn message_max_bytes(&self, topic: &str) -> usize {
+        self.topics
+            .borrow()
+            .get(topic)
+            .map_or(self.config.message_max_bytes, |t| t.message_max_bytes)
+    }
+
     /// True when this shard coordinates `group`.
     pub fn owns_group(&self, group: &str) -> bool {
         group_shard(group, self.config.shards) == self.id
@@ -196,16 +208,26 @@ impl ShardContext {
         let Ok(_permit) = self.sync_lock.acquire_permit(1).await else {
             return;
         };
-        let topics: HashMap<String, TopicShape> = self
-            .registry
-            .list()
-            .into_iter()
+        let listed = self.registry.list();
+        let topics: HashMap<String, TopicShape> = listed
+            .iter()
             .map(|t| {
                 let shape = TopicShape {
                     id: t.id,
                     partitions: t.partitions,
+                    message_max_bytes: topic_config::message_max_bytes(
+                        self.config.message_max_bytes,
+                        &t.configs,
+                    ),
                 };
-                (t.name, shape)
+                (t.name.clone(), shape)
+            })
+            .collect();
+        let log_configs: HashMap<&str, LogConfig> = listed
+            .iter()
+            .map(|t| {
+                let config = topic_config::log_config(&self.config.log, &t.configs);
+                (t.name.as_str(), config)
             })
             .collect();
         let stale: Vec<(PartitionKey, PartitionLog)> = {
@@ -225,6 +247,17 @@ impl ShardContext {
             stale
         };
         *self.topics.borrow_mut() = topics;
+        // Altered topic configs reach the partitions already open.
+        for ((topic, p), log) in self.open_logs() {
+            match log_configs.get(topic.as_str()) {
+                Some(config) if *config != log.config() => {
+                    if let Err(e) = log.set_config(config.clone()) {
+                        tracing::error!(topic = %topic, partition = p, error = %e, "cannot apply topic configs");
+                    }
+                }
+                _ => {}
+            }
+        }
         for ((topic, p), log) in stale {
             tracing::info!(topic = %topic, partition = p, "deleting partition of a deleted topic");
             if let Err(e) = log.delete().await {
@@ -333,7 +366,11 @@ impl ShardContext {
             return Ok(log);
         }
         let dir = self.config.data_dir.join(format!("{topic}-{p}"));
-        match self.storage.open_log(&dir, self.config.log.clone()).await {
+        let config = self.registry.get(topic).map_or_else(
+            || self.config.log.clone(),
+            |t| topic_config::log_config(&self.config.log, &t.configs),
+        );
+        match self.storage.open_log(&dir, config).await {
             Ok((log, reports)) => {
                 for r in reports
                     .iter()
@@ -366,7 +403,7 @@ impl ShardContext {
         }
         match self
             .registry
-            .create(name, self.config.default_partitions)
+            .create(name, self.config.default_partitions, Default::default())
             .await
         {
             Ok(t) => {

@@ -94,7 +94,8 @@ struct LogState {
 
 struct LogShared {
     dir: PathBuf,
-    config: LogConfig,
+    /// Settings in force; [`PartitionLog::set_config`] changes them while the log is open.
+    config: RefCell<LogConfig>,
     env: LogEnv,
     state: RefCell<LogState>,
     append_lock: Semaphore,
@@ -181,7 +182,7 @@ impl PartitionLog {
             .max(recorded.unwrap_or(Offset(0)).min(log_end));
         let shared = Rc::new(LogShared {
             dir: dir.to_path_buf(),
-            config,
+            config: RefCell::new(config),
             env,
             state: RefCell::new(LogState {
                 segments,
@@ -199,6 +200,20 @@ impl PartitionLog {
         let log = PartitionLog { shared };
         log.rebuild_producer_states().await?;
         Ok((log, reports))
+    }
+
+    /// Changes the log's settings while it is open (a topic's configs were altered):
+    /// segment size and age apply from the next append, retention from its next run;
+    /// growth and index settings from the next segment.
+    pub fn set_config(&self, config: LogConfig) -> Result<()> {
+        config.validate()?;
+        *self.shared.config.borrow_mut() = config;
+        Ok(())
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> LogConfig {
+        self.shared.config.borrow().clone()
     }
 
     /// The log's directory.
@@ -281,12 +296,12 @@ impl PartitionLog {
                 .back()
                 .expect("a log always has an active segment");
             let now = shared.env.clock.now_ms();
-            let too_old = shared
-                .config
+            let config = shared.config.borrow();
+            let too_old = config
                 .segment_age_max
                 .is_some_and(|age| now - active.created_ms >= age.as_millis() as i64);
             active.size() > 0
-                && (active.size() + payload.total_bytes() as u64 > shared.config.segment_bytes
+                && (active.size() + payload.total_bytes() as u64 > config.segment_bytes
                     || too_old
                     || active.offsets_left() < count)
         };
@@ -355,14 +370,9 @@ impl PartitionLog {
         let shared = &self.shared;
         let base = shared.state.borrow().log_end;
         let now = shared.env.clock.now_ms();
-        let segment = Segment::create(
-            &shared.dir,
-            base,
-            &shared.config,
-            now,
-            &shared.env.zero_fill,
-        )
-        .await?;
+        let config = shared.config.borrow().clone();
+        let segment =
+            Segment::create(&shared.dir, base, &config, now, &shared.env.zero_fill).await?;
         sync_dir(&shared.dir).await?;
         let mut st = shared.state.borrow_mut();
         st.segments

@@ -16,6 +16,7 @@ impl PartitionLog {
     pub async fn enforce_retention(&self) -> Result<usize> {
         let shared = &self.shared;
         let now = shared.env.clock.now_ms();
+        let config = shared.config.borrow().clone();
         let doomed: Vec<(SegmentPaths, SegmentKey)> = {
             let mut st = shared.state.borrow_mut();
             let mut total: u64 = st.segments.iter().map(Segment::size).sum();
@@ -26,12 +27,10 @@ impl PartitionLog {
                         NO_TIMESTAMP => s.created_ms,
                         ts => ts,
                     };
-                    let expired = shared
-                        .config
+                    let expired = config
                         .retention_age_max
                         .is_some_and(|age| now - newest > age.as_millis() as i64);
-                    let oversize = shared
-                        .config
+                    let oversize = config
                         .retention_bytes_max
                         .is_some_and(|max| total - s.size() >= max);
                     if expired || oversize {
