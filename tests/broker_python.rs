@@ -82,6 +82,17 @@ fn deleted_records_are_gone_for_consumers_and_stay_gone_after_a_crash() {
 }
 
 #[test]
+fn a_log_append_time_topic_stamps_records_with_the_brokers_time() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    run_script(
+        "log_append_time.py",
+        &broker,
+        &[broker.bootstrap(), "stamped".into()],
+    );
+}
+
+#[test]
 fn confluent_kafka_edge_cases_round_trip() {
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);

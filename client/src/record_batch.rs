@@ -49,6 +49,8 @@ pub const BASE_SEQUENCE_AT: usize = 53;
 pub const RECORD_COUNT_AT: usize = 57;
 /// The attribute bits naming the compression codec (0 = none).
 pub const ATTRIBUTE_COMPRESSION_MASK: i16 = 0x07;
+/// The attribute bit marking a batch whose timestamps are the broker's append time.
+pub const ATTRIBUTE_LOG_APPEND_TIME: i16 = 0x08;
 /// The attribute bit marking a control batch (transaction markers).
 pub const ATTRIBUTE_CONTROL: i16 = 0x20;
 

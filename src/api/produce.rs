@@ -18,7 +18,9 @@ use kafka_protocol::{
 use crate::{
     metrics::ShardMetrics,
     shard::context::ShardContext,
-    storage::{partition_log::Durable, Offset, ProducePayload},
+    storage::{
+        partition_log::Durable, record_batch::stamp_log_append_time, Offset, ProducePayload,
+    },
 };
 
 use super::{error_code::KafkaError, Call, Handler, Reply};
@@ -48,10 +50,21 @@ async fn append_one(
     if records.len() as u64 > ctx.config.log.segment_bytes {
         return Pending::Failed(ResponseError::RecordListTooLarge, None);
     }
-    let payload = match ProducePayload::validate(records, ctx.message_max_bytes(topic)) {
+    let mut payload = match ProducePayload::validate(records, ctx.message_max_bytes(topic)) {
         Ok(p) => p,
         Err(e) => return Pending::Failed(e.kafka_error(), Some(e.to_string())),
     };
+    if ctx.log_append_time(topic) {
+        // The broker's time goes into each batch, CRC sealed again, as Kafka does.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let stamped = stamp_log_append_time(&payload, now_ms);
+        payload = match ProducePayload::validate(stamped, usize::MAX) {
+            Ok(p) => p,
+            Err(e) => return Pending::Failed(e.kafka_error(), Some(e.to_string())),
+        };
+    }
     match log.append(&payload, 0).await {
         Ok(appended) => Pending::Appended {
             base: appended.base_offset,

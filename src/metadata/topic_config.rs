@@ -21,10 +21,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "min.insync.replicas",
         "at least 1 (stored; enforced once replication exists)",
     ),
-    (
-        "message.timestamp.type",
-        "CreateTime (LogAppendTime is not supported yet)",
-    ),
+    ("message.timestamp.type", "CreateTime or LogAppendTime"),
     (
         "delete.retention.ms",
         "milliseconds, at least 0 (stored; for compaction)",
@@ -67,7 +64,7 @@ pub fn validate(key: &str, value: &str) -> Result<(), ConfigError> {
         .ok_or_else(|| ConfigError::UnknownKey(key.to_string()))?;
     let ok = match key {
         "cleanup.policy" => value == "delete",
-        "message.timestamp.type" => value == "CreateTime",
+        "message.timestamp.type" => value == "CreateTime" || value == "LogAppendTime",
         "retention.ms" | "retention.bytes" => number(value, -1).is_some(),
         "segment.bytes" => number(value, 1 << 20).is_some(),
         "segment.ms" | "max.message.bytes" | "min.insync.replicas" => number(value, 1).is_some(),
@@ -112,6 +109,11 @@ pub fn log_config(base: &LogConfig, configs: &TopicConfigs) -> LogConfig {
     c
 }
 
+/// True when the topic stamps batches with the broker's append time.
+pub fn log_append_time(configs: &TopicConfigs) -> bool {
+    configs.get("message.timestamp.type").map(String::as_str) == Some("LogAppendTime")
+}
+
 /// The largest record batch the topic accepts: its `max.message.bytes`, or the broker's.
 pub fn message_max_bytes(broker_default: usize, configs: &TopicConfigs) -> usize {
     parsed(configs, "max.message.bytes").map_or(broker_default, |n| n as usize)
@@ -140,7 +142,8 @@ mod tests {
             validate("cleanup.policy", "compact").is_err(),
             "not built yet"
         );
-        assert!(validate("message.timestamp.type", "LogAppendTime").is_err());
+        assert!(validate("message.timestamp.type", "LogAppendTime").is_ok());
+        assert!(validate("message.timestamp.type", "Now").is_err());
         assert_eq!(
             validate("retention.hours", "1"),
             Err(ConfigError::UnknownKey("retention.hours".into()))

@@ -45,6 +45,7 @@ struct TopicShape {
     id: [u8; 16],
     partitions: u32,
     message_max_bytes: usize,
+    log_append_time: bool,
 }
 
 /// A shard's open logs: topic name → partition → (topic id, log). Looked up by `&str`,
@@ -192,6 +193,15 @@ impl ShardContext {
             .map_or(self.config.message_max_bytes, |t| t.message_max_bytes)
     }
 
+    /// True when `topic`'s batches carry the broker's append time
+    /// (`message.timestamp.type=LogAppendTime`).
+    pub fn log_append_time(&self, topic: &str) -> bool {
+        self.topics
+            .borrow()
+            .get(topic)
+            .is_some_and(|t| t.log_append_time)
+    }
+
     /// True when this shard coordinates `group`.
     pub fn owns_group(&self, group: &str) -> bool {
         group_shard(group, self.config.shards) == self.id
@@ -219,6 +229,7 @@ impl ShardContext {
                         self.config.message_max_bytes,
                         &t.configs,
                     ),
+                    log_append_time: topic_config::log_append_time(&t.configs),
                 };
                 (t.name.clone(), shape)
             })

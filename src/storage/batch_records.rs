@@ -10,16 +10,15 @@
 
 use std::io::Read;
 
-use weir_client::{record_batch::HEADER_BYTES, varint};
+use weir_client::{
+    record_batch::{ATTRIBUTE_LOG_APPEND_TIME, HEADER_BYTES},
+    varint,
+};
 
 use super::record_batch::RecordBatch;
 
 /// The most bytes a batch's records may decompress to here.
 pub const DECOMPRESSED_BYTES_MAX: u64 = 64 << 20;
-
-/// The attribute bit of a batch whose records all carry the broker's append time (its
-/// max timestamp).
-const LOG_APPEND_TIME: i16 = 0x08;
 
 /// Why a batch's records could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -56,7 +55,7 @@ pub struct RecordTime {
 /// Every record's offset delta and timestamp, in order.
 pub fn record_times(batch: &RecordBatch<'_>) -> Result<Vec<RecordTime>, RecordsError> {
     let records = decompressed(batch)?;
-    let append_time = batch.attributes() & LOG_APPEND_TIME != 0;
+    let append_time = batch.attributes() & ATTRIBUTE_LOG_APPEND_TIME != 0;
     let mut rest = &records[..];
     let mut out = Vec::with_capacity(batch.record_count() as usize);
     for i in 0..batch.record_count() {

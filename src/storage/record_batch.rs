@@ -31,6 +31,7 @@ use bytes::Bytes;
 
 use super::Offset;
 
+pub use weir_client::record_batch::ATTRIBUTE_LOG_APPEND_TIME;
 use weir_client::record_batch::{
     be_i16, be_i32, be_i64, ATTRIBUTES_AT, BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, BATCH_LENGTH_AT,
     CRC_AT, CRC_COVERED_FROM, LAST_OFFSET_DELTA_AT, LEADER_EPOCH_AT, MAGIC_AT, MAX_TIMESTAMP_AT,
@@ -378,6 +379,26 @@ impl ProducePayload {
     }
 }
 
+/// A copy of `payload` (validated batches back to back) with every batch stamped with
+/// the broker's append time, as Kafka does for a topic whose `message.timestamp.type` is
+/// LogAppendTime: the timestamp-type attribute set, `maxTimestamp` = `now_ms`, the CRC
+/// sealed again (both fields are covered by it). Record timestamps are left as sent;
+/// readers take every record's time from `maxTimestamp` for such a batch.
+pub fn stamp_log_append_time(payload: &ProducePayload, now_ms: i64) -> Bytes {
+    let mut out = payload.as_bytes().to_vec();
+    let mut at = 0;
+    for batch in payload.batches() {
+        let b = &mut out[at..at + batch.len()];
+        let attributes = batch.attributes() | ATTRIBUTE_LOG_APPEND_TIME;
+        b[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+        b[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
+        let crc = crc32c::crc32c(&b[CRC_COVERED_FROM..]);
+        b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        at += batch.len();
+    }
+    Bytes::from(out)
+}
+
 #[cfg(test)]
 mod tests {
     use weir_client::record_batch::{build_batch, seal_crc};
@@ -501,5 +522,19 @@ mod tests {
             b[bit / 8] ^= 1 << (bit % 8);
             proptest::prop_assert!(RecordBatch::validate(&b, 1 << 20).is_err());
         }
+    }
+
+    #[test]
+    fn stamping_log_append_time_keeps_a_valid_batch() {
+        let mut payload = build_batch(3, b"a", 1_000);
+        payload.extend(build_batch(2, b"b", 2_000));
+        let p = ProducePayload::validate(Bytes::from(payload), 1 << 20).expect("valid");
+        let stamped = stamp_log_append_time(&p, 99_000);
+        let again = ProducePayload::validate(stamped, 1 << 20).expect("still valid");
+        for b in again.batches() {
+            assert_eq!(b.max_timestamp(), 99_000);
+            assert_ne!(b.attributes() & ATTRIBUTE_LOG_APPEND_TIME, 0);
+        }
+        assert_eq!(again.record_count(), 5);
     }
 }
