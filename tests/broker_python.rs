@@ -12,6 +12,11 @@ use common::{
     scratch_dir,
 };
 
+/// Runs `script` from tests/interop against `broker` with its bootstrap and `topic`.
+fn run_script_with_topic(broker: &Broker, script: &str, topic: &str) {
+    run_script(script, broker, &[broker.bootstrap(), topic.into()]);
+}
+
 #[test]
 fn kafka_python_produces_idempotently_and_consumes() {
     let dir = scratch_dir();
@@ -41,33 +46,21 @@ fn offsets_for_times_finds_the_exact_record_inside_batches_of_every_codec() {
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);
     assert_eq!(common::kafka_client::create(broker.port, "times", 5), 0);
-    run_script(
-        "offsets_for_times.py",
-        &broker,
-        &[broker.bootstrap(), "times".into()],
-    );
+    run_script_with_topic(&broker, "offsets_for_times.py", "times");
 }
 
 #[test]
 fn partitions_added_are_picked_up_by_a_running_producer_and_group() {
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);
-    run_script(
-        "create_partitions.py",
-        &broker,
-        &[broker.bootstrap(), "growing".into()],
-    );
+    run_script_with_topic(&broker, "create_partitions.py", "growing");
 }
 
 #[test]
 fn a_groups_offsets_are_deleted_only_when_no_member_consumes_the_topic() {
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);
-    run_script(
-        "offset_delete.py",
-        &broker,
-        &[broker.bootstrap(), "offsets-going".into()],
-    );
+    run_script_with_topic(&broker, "offset_delete.py", "offsets-going");
 }
 
 #[test]
@@ -85,11 +78,7 @@ fn deleted_records_are_gone_for_consumers_and_stay_gone_after_a_crash() {
 fn a_log_append_time_topic_stamps_records_with_the_brokers_time() {
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 1, &[]);
-    run_script(
-        "log_append_time.py",
-        &broker,
-        &[broker.bootstrap(), "stamped".into()],
-    );
+    run_script_with_topic(&broker, "log_append_time.py", "stamped");
 }
 
 #[test]

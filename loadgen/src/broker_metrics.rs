@@ -99,6 +99,7 @@ pub fn buckets(exposition: &str, family: &str) -> Buckets {
     let mut out = Buckets::default();
     let bucket = format!("{family}_bucket{{");
     let sum = format!("{family}_sum");
+    let sum_labelled = format!("{sum}{{");
     for line in exposition.lines() {
         let Some((series, value)) = line.rsplit_once(' ') else {
             continue;
@@ -119,7 +120,7 @@ pub fn buckets(exposition: &str, family: &str) -> Buckets {
             if let Ok(count) = value.parse::<f64>() {
                 *out.cumulative.entry(OrderedBound(bound)).or_default() += count as u64;
             }
-        } else if series == sum || series.starts_with(&format!("{sum}{{")) {
+        } else if series == sum || series.starts_with(&sum_labelled) {
             out.sum += value.parse::<f64>().unwrap_or(0.0);
         }
     }

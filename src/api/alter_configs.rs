@@ -18,7 +18,7 @@ use kafka_protocol::{
 use crate::{
     metadata::{
         registry::RegistryError,
-        topic_config::{self, ConfigError, TopicConfigs},
+        topic_config::{ConfigError, TopicConfigs},
     },
     shard::context::ShardContext,
 };
@@ -44,16 +44,11 @@ pub(super) async fn alter_topic(
             "only topic configs change over the wire; broker settings come from the command line and the config file".into(),
         ));
     }
-    let current = ctx.registry.get(name).ok_or_else(|| {
-        (
-            ResponseError::UnknownTopicOrPartition,
-            format!("topic {name} does not exist"),
-        )
-    })?;
-    let configs = change(&current.configs)
-        .and_then(|c| topic_config::validate_all(&c).map(|()| c))
-        .map_err(|e| (ResponseError::InvalidConfig, e.to_string()))?;
-    match ctx.registry.set_configs(name, configs, validate_only).await {
+    match ctx
+        .registry
+        .alter_configs(name, validate_only, change)
+        .await
+    {
         Ok(info) => {
             if !validate_only {
                 tracing::info!(topic = name, configs = ?info.configs, "topic configs changed");
@@ -64,6 +59,7 @@ pub(super) async fn alter_topic(
         Err(e @ RegistryError::Unknown(_)) => {
             Err((ResponseError::UnknownTopicOrPartition, e.to_string()))
         }
+        Err(e @ RegistryError::Config(_)) => Err((ResponseError::InvalidConfig, e.to_string())),
         Err(e @ RegistryError::InProgress(_)) => {
             Err((ResponseError::RequestTimedOut, e.to_string()))
         }

@@ -255,7 +255,8 @@ type Answer = LocalBoxFuture<'static, Option<Bytes>>;
 pub struct Decoded {
     key: ApiKey,
     answer_bytes_max: usize,
-    client_id: Option<String>,
+    /// The header's client id: a shared slice of the frame, not a copy.
+    client_id: Option<StrBytes>,
     client_software: Option<String>,
     start: Box<dyn FnOnce(Rc<ShardContext>) -> LocalBoxFuture<'static, Answer>>,
 }
@@ -273,7 +274,7 @@ impl Decoded {
 
     /// The client id the request carried.
     pub fn client_id(&self) -> Option<&str> {
-        self.client_id.as_deref()
+        self.client_id.as_ref().map(|c| c.as_str())
     }
 
     /// The client software's name and version, if the request said them.
@@ -300,7 +301,7 @@ fn decode_as<H: Handler>(call: Call, body: Bytes) -> Result<Decoded, RequestErro
     })?;
     let answer_bytes_max = H::answer_bytes_max(&request);
     let client_software = H::client_software(&request);
-    let client_id = call.client_id().map(str::to_string);
+    let client_id = call.header.client_id.clone();
     let decoded_at = Instant::now();
     Ok(Decoded {
         key,

@@ -16,11 +16,8 @@ use kafka_protocol::{
 };
 
 use crate::{
-    metrics::ShardMetrics,
     shard::context::ShardContext,
-    storage::{
-        partition_log::Durable, record_batch::stamp_log_append_time, Offset, ProducePayload,
-    },
+    storage::{partition_log::Durable, Offset, ProducePayload},
 };
 
 use super::{error_code::KafkaError, Call, Handler, Reply};
@@ -50,20 +47,17 @@ async fn append_one(
     if records.len() as u64 > ctx.config.log.segment_bytes {
         return Pending::Failed(ResponseError::RecordListTooLarge, None);
     }
-    let mut payload = match ProducePayload::validate(records, ctx.message_max_bytes(topic)) {
+    let rules = ctx.produce_rules(topic);
+    let mut payload = match ProducePayload::validate(records, rules.message_max_bytes) {
         Ok(p) => p,
         Err(e) => return Pending::Failed(e.kafka_error(), Some(e.to_string())),
     };
-    if ctx.log_append_time(topic) {
-        // The broker's time goes into each batch, CRC sealed again, as Kafka does.
+    if rules.log_append_time {
+        // The broker's time goes into each batch, as Kafka does.
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        let stamped = stamp_log_append_time(&payload, now_ms);
-        payload = match ProducePayload::validate(stamped, usize::MAX) {
-            Ok(p) => p,
-            Err(e) => return Pending::Failed(e.kafka_error(), Some(e.to_string())),
-        };
+        payload = payload.with_log_append_time(now_ms);
     }
     match log.append(&payload, 0).await {
         Ok(appended) => Pending::Appended {
@@ -112,15 +106,8 @@ async fn append(ctx: &ShardContext, req: &ProduceRequest) -> Appended {
 }
 
 /// Waits until every appended partition is durable (acks 1 or -1) and answers, or
-/// answers nothing (acks 0).
-/// Counts the records a partition's produce stored (errors are counted from the
-/// response, like every API's).
-fn count(metrics: &ShardMetrics, topic: &str, outcome: Result<(u64, u64), ResponseError>) {
-    if let Ok((records, bytes)) = outcome {
-        metrics.produced(topic, records, bytes);
-    }
-}
-
+/// answers nothing (acks 0). Records stored are counted here; errors are counted from
+/// the response, like every API's.
 async fn acknowledge(
     ctx: Rc<ShardContext>,
     version: i16,
@@ -130,11 +117,8 @@ async fn acknowledge(
     let metrics = &ctx.metrics;
     if acks == 0 {
         for (topic, _, p) in &pending {
-            match p {
-                Pending::Failed(e, _) => count(metrics, topic, Err(*e)),
-                Pending::Appended { records, bytes, .. } => {
-                    count(metrics, topic, Ok((*records, *bytes)))
-                }
+            if let Pending::Appended { records, bytes, .. } = p {
+                metrics.produced(topic, *records, *bytes);
             }
         }
         return Reply::Silent;
@@ -154,7 +138,6 @@ async fn acknowledge(
         r.log_append_time_ms = -1;
         match p {
             Pending::Failed(error, text) => {
-                count(metrics, &topic, Err(error));
                 r.error_code = error.code();
                 r.error_message = message(text);
                 r.base_offset = -1;
@@ -168,12 +151,11 @@ async fn acknowledge(
                 bytes,
             } => match durable.await {
                 Ok(()) => {
-                    count(metrics, &topic, Ok((records, bytes)));
+                    metrics.produced(&topic, records, bytes);
                     r.base_offset = base.to_wire();
                     r.log_start_offset = log_start(start);
                 }
                 Err(e) => {
-                    count(metrics, &topic, Err(e.kafka_error()));
                     r.error_code = e.code();
                     r.error_message = message(Some(e.to_string()));
                     r.base_offset = -1;

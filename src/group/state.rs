@@ -347,10 +347,13 @@ impl Group {
     pub(super) fn subscribed_topics(&self) -> Option<HashSet<String>> {
         use kafka_protocol::{messages::ConsumerProtocolSubscription, protocol::Decodable};
         let mut topics = HashSet::new();
+        if self.members.is_empty() {
+            return Some(topics);
+        }
+        if self.protocol_type.as_deref() != Some("consumer") {
+            return None;
+        }
         for m in self.members.values() {
-            if self.protocol_type.as_deref() != Some("consumer") {
-                return None;
-            }
             let mut meta = m
                 .protocols
                 .iter()

@@ -19,7 +19,7 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use super::topic_config::TopicConfigs;
+use super::topic_config::{validate_all, ConfigError, TopicConfigs};
 
 /// File name of the registry inside the data directory.
 pub const REGISTRY_FILE: &str = "topics.json";
@@ -58,6 +58,9 @@ pub enum RegistryError {
         /// What was asked.
         asked: u32,
     },
+    /// A topic config change was refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     /// Another change to the same topic is being written.
     #[error("another change to topic {0} is in progress")]
     InProgress(String),
@@ -204,16 +207,20 @@ impl TopicRegistry {
         .await
     }
 
-    /// Replaces a topic's config overrides with `configs` (already validated), durably,
-    /// then makes them visible; shards apply them to the open partitions at their next
-    /// look at the registry. With `validate_only`, changes nothing.
-    pub async fn set_configs(
+    /// Replaces a topic's config overrides with what `alter` makes of the current ones,
+    /// checked (`topic_config::validate_all`), durably, then makes them visible; shards
+    /// apply them to the open partitions at their next look at the registry. `alter`
+    /// sees the overrides as they are under the registry's lock, so two changes never
+    /// lose one another. With `validate_only`, changes nothing.
+    pub async fn alter_configs(
         self: &Arc<Self>,
         name: &str,
-        configs: TopicConfigs,
         validate_only: bool,
+        alter: impl FnOnce(&TopicConfigs) -> Result<TopicConfigs, ConfigError>,
     ) -> Result<TopicInfo, RegistryError> {
         self.change(name, validate_only, |current| {
+            let configs = alter(&current.configs)?;
+            validate_all(&configs)?;
             Ok(TopicInfo {
                 configs,
                 ..current.clone()

@@ -12,13 +12,17 @@ use std::{
 use prometheus_client::{
     collector::Collector,
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
-    metrics::{gauge::ConstGauge, MetricType},
+    metrics::{
+        gauge::{ConstGauge, Gauge},
+        MetricType,
+    },
 };
 
 use crate::group::offset_store::OffsetStore;
 
-/// The latest high watermark of each partition, as its shard published it.
-pub type HighWatermarks = Arc<RwLock<HashMap<(String, u32), i64>>>;
+/// Each partition's published high-watermark gauge (the one `weir_partition_high_watermark`
+/// serves), by topic and partition.
+pub type HighWatermarks = Arc<RwLock<HashMap<String, HashMap<u32, Gauge>>>>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GroupPartitionLabels {
@@ -63,8 +67,9 @@ impl GroupOffsets {
             };
             for (topic, partition, committed) in offsets {
                 let lag = hw
-                    .get(&(topic.clone(), partition))
-                    .map(|hw| (hw - committed.offset).max(0));
+                    .get(&topic)
+                    .and_then(|parts| parts.get(&partition))
+                    .map(|hw| (hw.get() - committed.offset).max(0));
                 rows.push((
                     GroupPartitionLabels {
                         group: group.clone(),

@@ -318,6 +318,11 @@ pub struct ShardMetrics {
     broker: Arc<BrokerMetrics>,
     /// Requests and latency by API, looked up once per API.
     apis: RefCell<HashMap<&'static str, (Counter, Histogram)>>,
+    /// Errors by API and code, looked up once per pair.
+    errors: RefCell<HashMap<(&'static str, i16), Counter>>,
+    /// Closed connections by reason, looked up once per reason.
+    closed: RefCell<HashMap<&'static str, Counter>>,
+    /// Per-topic counters, looked up once per topic.
     topics: RefCell<HashMap<String, TopicCounters>>,
     /// Connections accepted.
     pub connections_accepted: Counter,
@@ -331,7 +336,6 @@ pub struct ShardMetrics {
     last_protocol_log: Cell<Option<Instant>>,
 }
 
-#[derive(Clone)]
 struct TopicCounters {
     records_in: Counter,
     bytes_in: Counter,
@@ -347,6 +351,8 @@ impl ShardMetrics {
         ShardMetrics {
             shard: shard as u32,
             apis: RefCell::new(HashMap::new()),
+            errors: RefCell::new(HashMap::new()),
+            closed: RefCell::new(HashMap::new()),
             topics: RefCell::new(HashMap::new()),
             connections_accepted: broker.connections_accepted.get_or_create_owned(&label),
             connections_open: broker.connections_open.get_or_create_owned(&label),
@@ -395,33 +401,47 @@ impl ShardMetrics {
 
     /// Counts Kafka error `code` (0 is skipped) in a response of `api`.
     pub fn error(&self, api: &'static str, code: i16) {
-        let Some(error) = kafka_protocol::ResponseError::try_from_code(code) else {
+        if code == 0 {
             return;
+        }
+        let mut errors = self.errors.borrow_mut();
+        let counter = match errors.entry((api, code)) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                // A code Kafka does not define is not counted (no label to give it).
+                let Some(error) = kafka_protocol::ResponseError::try_from_code(code) else {
+                    return;
+                };
+                e.insert(self.broker.errors.get_or_create_owned(&ErrorLabels {
+                    shard: self.shard,
+                    api: api.to_string(),
+                    error: format!("{error:?}"),
+                }))
+            }
         };
-        self.broker
-            .errors
-            .get_or_create(&ErrorLabels {
-                shard: self.shard,
-                api: api.to_string(),
-                error: format!("{error:?}"),
-            })
-            .inc();
+        counter.inc();
     }
 
     /// Counts a connection closed for `reason`.
     pub fn connection_closed(&self, reason: &'static str) {
-        self.broker
-            .connections_closed
-            .get_or_create(&ReasonLabels {
-                shard: self.shard,
-                reason: reason.to_string(),
+        self.closed
+            .borrow_mut()
+            .entry(reason)
+            .or_insert_with(|| {
+                self.broker
+                    .connections_closed
+                    .get_or_create_owned(&ReasonLabels {
+                        shard: self.shard,
+                        reason: reason.to_string(),
+                    })
             })
             .inc();
     }
 
-    fn topic(&self, topic: &str) -> TopicCounters {
+    /// Runs `count` on `topic`'s counters, creating them on the topic's first use.
+    fn with_topic(&self, topic: &str, count: impl FnOnce(&TopicCounters)) {
         if let Some(c) = self.topics.borrow().get(topic) {
-            return c.clone();
+            return count(c);
         }
         let labels = TopicLabels {
             shard: self.shard,
@@ -432,43 +452,48 @@ impl ShardMetrics {
             bytes_in: self.broker.bytes_in.get_or_create_owned(&labels),
             bytes_out: self.broker.bytes_out.get_or_create_owned(&labels),
         };
-        self.topics
-            .borrow_mut()
-            .insert(topic.to_string(), counters.clone());
-        counters
+        count(&counters);
+        self.topics.borrow_mut().insert(labels.topic, counters);
     }
 
     /// Counts `records` records in `bytes` bytes appended to `topic`.
     pub fn produced(&self, topic: &str, records: u64, bytes: u64) {
-        let c = self.topic(topic);
-        c.records_in.inc_by(records);
-        c.bytes_in.inc_by(bytes);
+        self.with_topic(topic, |c| {
+            c.records_in.inc_by(records);
+            c.bytes_in.inc_by(bytes);
+        });
     }
 
     /// Counts `bytes` bytes of `topic` returned by a fetch.
     pub fn fetched(&self, topic: &str, bytes: u64) {
         if bytes > 0 {
-            self.topic(topic).bytes_out.inc_by(bytes);
+            self.with_topic(topic, |c| {
+                c.bytes_out.inc_by(bytes);
+            });
         }
     }
 
-    /// Publishes a partition's offsets and size.
-    pub fn publish_partition(&self, topic: &str, partition: u32, offsets: PartitionOffsets) {
+    /// A partition's gauges, to keep and [`PartitionGauges::set`] every publication;
+    /// its high-watermark gauge is also what the lag collector reads.
+    pub fn partition_gauges(&self, topic: &str, partition: u32) -> PartitionGauges {
         let labels = PartitionLabels {
             shard: self.shard,
             topic: topic.to_string(),
             partition,
         };
         let b = &self.broker;
-        b.log_start.get_or_create(&labels).set(offsets.log_start);
-        b.high_watermark
-            .get_or_create(&labels)
-            .set(offsets.high_watermark);
-        b.log_end.get_or_create(&labels).set(offsets.log_end);
-        b.log_bytes.get_or_create(&labels).set(offsets.bytes);
+        let gauges = PartitionGauges {
+            log_start: b.log_start.get_or_create_owned(&labels),
+            high_watermark: b.high_watermark.get_or_create_owned(&labels),
+            log_end: b.log_end.get_or_create_owned(&labels),
+            bytes: b.log_bytes.get_or_create_owned(&labels),
+        };
         if let Ok(mut hw) = b.high_watermarks.write() {
-            hw.insert((topic.to_string(), partition), offsets.high_watermark);
+            hw.entry(labels.topic)
+                .or_default()
+                .insert(partition, gauges.high_watermark.clone());
         }
+        gauges
     }
 
     /// Publishes a group this shard coordinates: its state, generation and members.
@@ -522,8 +547,31 @@ impl ShardMetrics {
             family.remove(&labels);
         }
         if let Ok(mut hw) = b.high_watermarks.write() {
-            hw.remove(&(topic.to_string(), partition));
+            if let Some(parts) = hw.get_mut(topic) {
+                parts.remove(&partition);
+                if parts.is_empty() {
+                    hw.remove(topic);
+                }
+            }
         }
+    }
+}
+
+/// One partition's published gauges; see [`ShardMetrics::partition_gauges`].
+pub struct PartitionGauges {
+    log_start: Gauge,
+    high_watermark: Gauge,
+    log_end: Gauge,
+    bytes: Gauge,
+}
+
+impl PartitionGauges {
+    /// Publishes the partition's offsets and size.
+    pub fn set(&self, offsets: PartitionOffsets) {
+        self.log_start.set(offsets.log_start);
+        self.high_watermark.set(offsets.high_watermark);
+        self.log_end.set(offsets.log_end);
+        self.bytes.set(offsets.bytes);
     }
 }
 

@@ -42,8 +42,9 @@ pub(super) struct StorageFamilies {
 }
 
 impl StorageFamilies {
-    pub(super) fn register(registry: &mut Registry) -> StorageFamilies {
-        let f = StorageFamilies {
+    /// The families, registered nowhere yet.
+    fn new() -> StorageFamilies {
+        StorageFamilies {
             rounds: Family::default(),
             round_seconds: Family::new_with_constructor(seconds_histogram),
             sync_seconds: Family::new_with_constructor(seconds_histogram),
@@ -57,7 +58,12 @@ impl StorageFamilies {
             truncated_bytes: Family::default(),
             retention_deleted: Family::default(),
             fenced: Family::default(),
-        };
+        }
+    }
+
+    /// The families, registered in `registry`.
+    pub(super) fn register(registry: &mut Registry) -> StorageFamilies {
+        let f = StorageFamilies::new();
         registry.register(
             "flush_rounds",
             "Group-commit rounds completed",
@@ -191,20 +197,6 @@ impl std::fmt::Debug for StorageMetrics {
 impl Default for StorageMetrics {
     /// Handles registered nowhere: for storage used outside a broker (tests, benches).
     fn default() -> StorageMetrics {
-        StorageMetrics {
-            rounds: Counter::default(),
-            round_seconds: seconds_histogram(),
-            sync_seconds: seconds_histogram(),
-            round_partitions: partitions_histogram(),
-            round_bytes: Counter::default(),
-            slow_rounds: Counter::default(),
-            cache_hits: Counter::default(),
-            cache_misses: Counter::default(),
-            cache_bytes: Gauge::default(),
-            recovered_segments: Counter::default(),
-            truncated_bytes: Counter::default(),
-            retention_deleted: Counter::default(),
-            fenced: Counter::default(),
-        }
+        StorageFamilies::new().for_shard(0)
     }
 }

@@ -39,6 +39,15 @@ pub enum PartitionError {
 
 type PartitionKey = (String, u32);
 
+/// How a produce to a topic is taken: see [`ShardContext::produce_rules`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceRules {
+    /// The largest record batch accepted (`max.message.bytes`).
+    pub message_max_bytes: usize,
+    /// Batches are stamped with the broker's time (`message.timestamp.type=LogAppendTime`).
+    pub log_append_time: bool,
+}
+
 /// A topic as the data path needs it: its id, partition count and largest batch.
 #[derive(Debug, Clone, Copy)]
 struct TopicShape {
@@ -184,22 +193,19 @@ impl ShardContext {
         capacity.saturating_sub(self.inflight.available())
     }
 
-    /// The largest record batch `topic` accepts (its `max.message.bytes`, or the
-    /// broker's), as of this shard's last look at the registry.
-    pub fn message_max_bytes(&self, topic: &str) -> usize {
-        self.topics
-            .borrow()
-            .get(topic)
-            .map_or(self.config.message_max_bytes, |t| t.message_max_bytes)
-    }
-
-    /// True when `topic`'s batches carry the broker's append time
-    /// (`message.timestamp.type=LogAppendTime`).
-    pub fn log_append_time(&self, topic: &str) -> bool {
-        self.topics
-            .borrow()
-            .get(topic)
-            .is_some_and(|t| t.log_append_time)
+    /// How a produce to `topic` is taken, from its configs as of this shard's last look at
+    /// the registry (the broker's settings for a topic it does not know).
+    pub fn produce_rules(&self, topic: &str) -> ProduceRules {
+        self.topics.borrow().get(topic).map_or(
+            ProduceRules {
+                message_max_bytes: self.config.message_max_bytes,
+                log_append_time: false,
+            },
+            |t| ProduceRules {
+                message_max_bytes: t.message_max_bytes,
+                log_append_time: t.log_append_time,
+            },
+        )
     }
 
     /// True when this shard coordinates `group`.
@@ -298,6 +304,16 @@ impl ShardContext {
                         tracing::warn!(topic = %topic, partition = p, error = %e, "retention failed")
                     }
                 }
+            }
+        }
+    }
+
+    /// Calls `f` with every open partition log of the shard, its topic and partition,
+    /// without copying the shard's list (`f` must not open or close logs).
+    pub(super) fn for_each_log(&self, mut f: impl FnMut(&str, u32, &PartitionLog)) {
+        for (topic, parts) in self.logs.borrow().iter() {
+            for (p, (_, log)) in parts {
+                f(topic, *p, log);
             }
         }
     }

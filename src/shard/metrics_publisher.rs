@@ -2,9 +2,13 @@
 //! request bytes it holds — into its metrics once a second, so a scrape on the metrics
 //! thread never waits for (or reaches into) a shard.
 
-use std::{collections::HashSet, rc::Weak, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    rc::Weak,
+    time::Duration,
+};
 
-use crate::metrics::PartitionOffsets;
+use crate::metrics::{PartitionGauges, PartitionOffsets};
 
 use super::context::ShardContext;
 
@@ -14,28 +18,39 @@ pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
 /// Publishes every [`PUBLISH_INTERVAL`] until the shard is gone; partitions that left
 /// the shard (deleted topics) stop being published.
 pub async fn run(ctx: Weak<ShardContext>) {
-    let mut published: HashSet<(String, u32)> = HashSet::new();
+    // Each partition's gauges, kept between publications, and the round that last saw it.
+    let mut published: HashMap<String, HashMap<u32, (PartitionGauges, u64)>> = HashMap::new();
     let mut groups: HashSet<String> = HashSet::new();
+    let mut round = 0u64;
     while let Some(ctx) = ctx.upgrade() {
-        let mut now = HashSet::with_capacity(published.len());
-        for ((topic, partition), log) in ctx.open_logs() {
+        round += 1;
+        ctx.for_each_log(|topic, partition, log| {
+            let parts = match published.get_mut(topic) {
+                Some(parts) => parts,
+                None => published.entry(topic.to_string()).or_default(),
+            };
+            let (gauges, seen) = parts
+                .entry(partition)
+                .or_insert_with(|| (ctx.metrics.partition_gauges(topic, partition), round));
+            *seen = round;
             let o = log.offsets();
-            ctx.metrics.publish_partition(
-                &topic,
-                partition,
-                PartitionOffsets {
-                    log_start: o.log_start.to_wire(),
-                    high_watermark: o.high_watermark.to_wire(),
-                    log_end: o.log_end.to_wire(),
-                    bytes: o.bytes as i64,
-                },
-            );
-            now.insert((topic, partition));
-        }
-        for (topic, partition) in published.difference(&now) {
-            ctx.metrics.forget_partition(topic, *partition);
-        }
-        published = now;
+            gauges.set(PartitionOffsets {
+                log_start: o.log_start.to_wire(),
+                high_watermark: o.high_watermark.to_wire(),
+                log_end: o.log_end.to_wire(),
+                bytes: o.bytes as i64,
+            });
+        });
+        published.retain(|topic, parts| {
+            parts.retain(|partition, (_, seen)| {
+                let open = *seen == round;
+                if !open {
+                    ctx.metrics.forget_partition(topic, *partition);
+                }
+                open
+            });
+            !parts.is_empty()
+        });
         let mut groups_now = HashSet::new();
         for (group, _, state) in ctx.coordinator.list(Vec::new()) {
             if let Some((_, generation, members)) = ctx.coordinator.describe(&group) {

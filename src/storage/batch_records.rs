@@ -8,7 +8,7 @@
 //! bounded ([`DECOMPRESSED_BYTES_MAX`]): a stored batch is a client's bytes, and a
 //! compression bomb must cost an error, not the shard's memory.
 
-use std::io::Read;
+use std::{borrow::Cow, io::Read};
 
 use weir_client::{
     record_batch::{ATTRIBUTE_LOG_APPEND_TIME, HEADER_BYTES},
@@ -78,8 +78,8 @@ pub fn record_times(batch: &RecordBatch<'_>) -> Result<Vec<RecordTime>, RecordsE
     Ok(out)
 }
 
-/// The batch's records section, decompressed.
-fn decompressed(batch: &RecordBatch<'_>) -> Result<Vec<u8>, RecordsError> {
+/// The batch's records section, decompressed; uncompressed records are not copied.
+fn decompressed<'a>(batch: &RecordBatch<'a>) -> Result<Cow<'a, [u8]>, RecordsError> {
     let body = &batch.as_bytes()[HEADER_BYTES..];
     let codec = batch.attributes() & 0x07;
     let fail = |codec: &'static str| {
@@ -88,8 +88,8 @@ fn decompressed(batch: &RecordBatch<'_>) -> Result<Vec<u8>, RecordsError> {
             reason: e.to_string(),
         }
     };
-    match codec {
-        0 => Ok(body.to_vec()),
+    let owned = match codec {
+        0 => return Ok(Cow::Borrowed(body)),
         1 => bounded(flate2::read::GzDecoder::new(body), fail("gzip")),
         2 => snappy(body),
         3 => bounded(lz4_flex::frame::FrameDecoder::new(body), fail("lz4")),
@@ -103,7 +103,8 @@ fn decompressed(batch: &RecordBatch<'_>) -> Result<Vec<u8>, RecordsError> {
             bounded(decoder, fail("zstd"))
         }
         other => Err(RecordsError::Codec(other)),
-    }
+    };
+    owned.map(Cow::Owned)
 }
 
 /// Reads `reader` to its end, refusing more than [`DECOMPRESSED_BYTES_MAX`].

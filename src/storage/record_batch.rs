@@ -343,6 +343,31 @@ impl ProducePayload {
         })
     }
 
+    /// A copy with every batch stamped with the broker's append time, as Kafka does for a
+    /// topic whose `message.timestamp.type` is LogAppendTime: the timestamp-type
+    /// attribute set, `maxTimestamp` = `now_ms`, the CRC sealed again (both fields are
+    /// covered by it). Batch and record counts are unchanged, so nothing is validated
+    /// again. Record timestamps stay as sent; readers take every record's time from
+    /// `maxTimestamp` for such a batch.
+    pub fn with_log_append_time(&self, now_ms: i64) -> ProducePayload {
+        let mut out = self.bytes.to_vec();
+        let mut at = 0;
+        for batch in self.batches() {
+            let b = &mut out[at..at + batch.len()];
+            let attributes = batch.attributes() | ATTRIBUTE_LOG_APPEND_TIME;
+            b[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+            b[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
+            let crc = crc32c::crc32c(&b[CRC_COVERED_FROM..]);
+            b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+            at += batch.len();
+        }
+        ProducePayload {
+            bytes: Bytes::from(out),
+            batch_count: self.batch_count,
+            record_count: self.record_count,
+        }
+    }
+
     /// The validated batches in the order they were sent.
     pub fn batches(&self) -> impl Iterator<Item = RecordBatch<'_>> + '_ {
         let mut rest: &[u8] = &self.bytes;
@@ -377,26 +402,6 @@ impl ProducePayload {
     pub fn as_bytes(&self) -> &Bytes {
         &self.bytes
     }
-}
-
-/// A copy of `payload` (validated batches back to back) with every batch stamped with
-/// the broker's append time, as Kafka does for a topic whose `message.timestamp.type` is
-/// LogAppendTime: the timestamp-type attribute set, `maxTimestamp` = `now_ms`, the CRC
-/// sealed again (both fields are covered by it). Record timestamps are left as sent;
-/// readers take every record's time from `maxTimestamp` for such a batch.
-pub fn stamp_log_append_time(payload: &ProducePayload, now_ms: i64) -> Bytes {
-    let mut out = payload.as_bytes().to_vec();
-    let mut at = 0;
-    for batch in payload.batches() {
-        let b = &mut out[at..at + batch.len()];
-        let attributes = batch.attributes() | ATTRIBUTE_LOG_APPEND_TIME;
-        b[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
-        b[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
-        let crc = crc32c::crc32c(&b[CRC_COVERED_FROM..]);
-        b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-        at += batch.len();
-    }
-    Bytes::from(out)
 }
 
 #[cfg(test)]
@@ -529,8 +534,9 @@ mod tests {
         let mut payload = build_batch(3, b"a", 1_000);
         payload.extend(build_batch(2, b"b", 2_000));
         let p = ProducePayload::validate(Bytes::from(payload), 1 << 20).expect("valid");
-        let stamped = stamp_log_append_time(&p, 99_000);
-        let again = ProducePayload::validate(stamped, 1 << 20).expect("still valid");
+        let stamped = p.with_log_append_time(99_000);
+        let again =
+            ProducePayload::validate(stamped.as_bytes().clone(), 1 << 20).expect("still valid");
         for b in again.batches() {
             assert_eq!(b.max_timestamp(), 99_000);
             assert_ne!(b.attributes() & ATTRIBUTE_LOG_APPEND_TIME, 0);
