@@ -356,7 +356,11 @@ impl Coordinator {
                     Some(_) if generation != g.generation => {
                         refuse(ResponseError::IllegalGeneration)
                     }
-                    Some(_) if g.state == GroupState::PreparingRebalance => {
+                    // As Kafka: a member of the current generation may commit while
+                    // the group prepares a rebalance (consumers commit what they
+                    // processed when their partitions are revoked), but not between
+                    // the join and the new assignment.
+                    Some(_) if g.state == GroupState::CompletingRebalance => {
                         refuse(ResponseError::RebalanceInProgress)
                     }
                     Some(m) => {
