@@ -9,6 +9,9 @@
 #   git worktree add ../before <commit> && (cd ../before && cargo build --release --bin weir)
 #   WEIR_A=../before/target/release/weir bash benches/broker_ab.sh
 #   RUNS=5 DURATION=20 WEIR_A=... WEIR_B=... bash benches/broker_ab.sh
+#   # the same build as a one-host cluster (controller running) against itself alone:
+#   WEIR_A=target/release/weir WEIR_B_FLAGS="--node-id 1 --controller-quorum-voters 1@127.0.0.1:29391" \
+#     bash benches/broker_ab.sh
 #
 # Run on an idle machine (a compile beside it moves these figures by more than any
 # change does).
@@ -19,6 +22,8 @@ DURATION=${DURATION:-10}
 PORT=${PORT:-29292}
 WEIR_A=${WEIR_A:?set WEIR_A to the build to compare against}
 WEIR_B=${WEIR_B:-target/release/weir}
+# Extra serve flags for build B only (word-split on purpose).
+WEIR_B_FLAGS=${WEIR_B_FLAGS:-}
 source benches/broker.sh
 cargo build --release --quiet -p loadgen
 results=target/bench-data/broker-ab.jsonl
@@ -29,8 +34,9 @@ for run in $(seq 1 "$RUNS"); do
     order="A B"
     if [ $((run % 2)) -eq 0 ]; then order="B A"; fi
     for build in $order; do
-      if [ "$build" = A ]; then weir=$WEIR_A; else weir=$WEIR_B; fi
-      start_broker "$PORT" --flush-mode "$mode"
+      if [ "$build" = A ]; then weir=$WEIR_A; flags=""; else weir=$WEIR_B; flags=$WEIR_B_FLAGS; fi
+      # shellcheck disable=SC2086
+      start_broker "$PORT" --flush-mode "$mode" $flags
       out=$(mktemp -d -p target/bench-data)
       target/release/loadgen produce --bootstrap 127.0.0.1:"$PORT" --topic ab \
         --partitions 4 --message-size 1024 --batch-bytes 262144 --duration "${DURATION}s" \

@@ -7,7 +7,10 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 use serde::Deserialize;
 use weir_client::units::{parse_cores, parse_duration};
 
-use crate::storage::{FlushMode, LogConfig};
+use crate::{
+    cluster::config::{parse_roles, parse_voters, ClusterConfig, Roles},
+    storage::{FlushMode, LogConfig},
+};
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +80,12 @@ pub struct BrokerConfig {
     pub idle_timeout: Duration,
     /// Segment settings for every partition.
     pub log: LogConfig,
+    /// This host's node id (Kafka's `node.id`): its shards are Kafka nodes
+    /// `node_id × 1024 + shard`. 0 keeps a single host's node ids 0, 1, ….
+    pub node_id: u32,
+    /// How this host takes part in a cluster; `None`: it is a cluster of one, with no
+    /// controller machinery.
+    pub cluster: Option<ClusterConfig>,
 }
 
 impl Default for BrokerConfig {
@@ -102,12 +111,17 @@ impl Default for BrokerConfig {
             inflight_bytes_max: 256 << 20,
             idle_timeout: Duration::from_secs(600),
             log: LogConfig::default(),
+            node_id: 0,
+            cluster: None,
         }
     }
 }
 
 /// The metrics endpoint's default port (Redpanda's admin port, where operators look).
 pub const METRICS_PORT: u16 = 9644;
+
+/// The controller's default port (KRaft's usual controller listener).
+pub const CONTROLLER_PORT: u16 = 9091;
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +181,16 @@ pub struct ConfigOverrides {
     pub retention: Option<String>,
     /// `--retention-bytes N`
     pub retention_bytes: Option<u64>,
+    /// `--node-id N`
+    pub node_id: Option<u32>,
+    /// `--controller-quorum-voters ID@HOST:PORT,...`
+    pub controller_quorum_voters: Option<String>,
+    /// `--controller-listen HOST:PORT`
+    pub controller_listen: Option<String>,
+    /// `--process-roles broker,controller`
+    pub process_roles: Option<String>,
+    /// `--session-timeout DURATION`
+    pub session_timeout: Option<String>,
 }
 
 fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
@@ -214,6 +238,13 @@ impl ConfigOverrides {
             idle_timeout: self.idle_timeout.or(below.idle_timeout),
             retention: self.retention.or(below.retention),
             retention_bytes: self.retention_bytes.or(below.retention_bytes),
+            node_id: self.node_id.or(below.node_id),
+            controller_quorum_voters: self
+                .controller_quorum_voters
+                .or(below.controller_quorum_voters),
+            controller_listen: self.controller_listen.or(below.controller_listen),
+            process_roles: self.process_roles.or(below.process_roles),
+            session_timeout: self.session_timeout.or(below.session_timeout),
         }
     }
 }
@@ -328,8 +359,82 @@ impl BrokerConfig {
             }
             self.log.retention_bytes_max = Some(n);
         }
+        if let Some(n) = o.node_id {
+            self.node_id = n;
+        }
+        self.cluster = self.cluster_from(
+            o.controller_quorum_voters,
+            o.controller_listen,
+            o.process_roles,
+            o.session_timeout,
+        )?;
         self.validate()?;
         Ok(self)
+    }
+
+    /// The cluster settings: `None` without a voter list (the other cluster flags then
+    /// make no sense and are refused).
+    fn cluster_from(
+        &self,
+        voters: Option<String>,
+        listen: Option<String>,
+        roles: Option<String>,
+        session_timeout: Option<String>,
+    ) -> Result<Option<ClusterConfig>, ConfigError> {
+        let Some(voters) = voters else {
+            if listen.is_some() || roles.is_some() || session_timeout.is_some() {
+                return Err(invalid(
+                    "--controller-quorum-voters",
+                    "required with --controller-listen, --process-roles or --session-timeout",
+                ));
+            }
+            return Ok(None);
+        };
+        let voters = parse_voters(&voters)
+            .map_err(|e| invalid("--controller-quorum-voters", e.to_string()))?;
+        if voters.is_empty() {
+            return Err(invalid("--controller-quorum-voters", "lists no voter"));
+        }
+        let me = voters.iter().find(|v| v.id == self.node_id);
+        let roles = match roles {
+            Some(r) => parse_roles(&r).map_err(|e| invalid("--process-roles", e.to_string()))?,
+            None => Roles {
+                broker: true,
+                controller: me.is_some(),
+            },
+        };
+        let controller_listen = match listen {
+            Some(l) => l.parse().map_err(|_| {
+                invalid(
+                    "--controller-listen",
+                    format!("{l:?} is not HOST:PORT with a numeric host"),
+                )
+            })?,
+            // Where the other voters were told this one is; else the listen host.
+            None => me.map_or_else(
+                || SocketAddr::new(self.listen.ip(), CONTROLLER_PORT),
+                |v| v.addr,
+            ),
+        };
+        let session_timeout = match session_timeout {
+            Some(t) => {
+                parse_duration(&t).map_err(|e| invalid("--session-timeout", e.to_string()))?
+            }
+            None => Duration::from_secs(9),
+        };
+        if session_timeout < Duration::from_millis(500) {
+            return Err(invalid("--session-timeout", "must be at least 500ms"));
+        }
+        let cluster = ClusterConfig {
+            voters,
+            controller_listen,
+            roles,
+            session_timeout,
+        };
+        cluster
+            .validate(self.node_id)
+            .map_err(|e| invalid("--process-roles", e.to_string()))?;
+        Ok(Some(cluster))
     }
 
     /// Checks every value against its range.

@@ -63,6 +63,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod cluster;
 pub mod config;
 pub mod group;
 pub mod metadata;

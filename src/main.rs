@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use weir::{
-    admin::commands::{Admin, AdminError, ResetTarget},
+    admin::{
+        cluster_status,
+        commands::{Admin, AdminError, ResetTarget},
+    },
     config::{BrokerConfig, ConfigOverrides, LogFormat},
 };
 
@@ -39,6 +42,25 @@ enum Command {
         broker: BrokerAddress,
         #[command(subcommand)]
         command: GroupsCommand,
+    },
+    /// Inspect the cluster: the controller quorum and the hosts.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// The voters, the Raft leader and term, and every host with its shards, state,
+    /// last heartbeat and partition count.
+    Status {
+        /// Any voter's controller address.
+        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9091")]
+        controller: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -210,6 +232,25 @@ struct ServeArgs {
     /// without them (Kafka's retention.bytes). [default: no limit]
     #[arg(long, value_name = "BYTES")]
     retention_bytes: Option<u64>,
+    /// This host's node id (Kafka's node.id); its shards are Kafka nodes
+    /// N × 1024 + shard. [default: 0]
+    #[arg(long, value_name = "N")]
+    node_id: Option<u32>,
+    /// The controller quorum, e.g. 1@10.0.0.1:9091,2@10.0.0.2:9091,3@10.0.0.3:9091
+    /// (Kafka's controller.quorum.voters). Without it the host is a cluster of one.
+    #[arg(long, value_name = "ID@HOST:PORT,...")]
+    controller_quorum_voters: Option<String>,
+    /// Where this host's controller listens. [default: its entry in the voter list]
+    #[arg(long, value_name = "HOST:PORT")]
+    controller_listen: Option<String>,
+    /// broker, controller or broker,controller (Kafka's process.roles).
+    /// [default: broker, plus controller when the node id is a voter]
+    #[arg(long, value_name = "ROLES")]
+    process_roles: Option<String>,
+    /// A host that has not heartbeaten to the controller for this long is fenced
+    /// (Kafka's broker.session.timeout.ms). [default: 9s]
+    #[arg(long, value_name = "DURATION")]
+    session_timeout: Option<String>,
 }
 
 impl ServeArgs {
@@ -239,6 +280,11 @@ impl ServeArgs {
                 idle_timeout: self.idle_timeout,
                 retention: self.retention,
                 retention_bytes: self.retention_bytes,
+                node_id: self.node_id,
+                controller_quorum_voters: self.controller_quorum_voters,
+                controller_listen: self.controller_listen,
+                process_roles: self.process_roles,
+                session_timeout: self.session_timeout,
             },
         )
     }
@@ -275,6 +321,18 @@ fn main() -> anyhow::Result<()> {
                     before,
                 } => a.topics_delete_records(&name, partition, before),
             })
+        }
+        Command::Cluster {
+            command: ClusterCommand::Status { controller, json },
+        } => {
+            let status = cluster_status::fetch(&controller)
+                .with_context(|| format!("asking controller {controller}"))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print!("{}", cluster_status::render(&status));
+            }
+            return Ok(());
         }
         Command::Groups { broker, command } => {
             return admin(&broker.bootstrap, |a| match command {

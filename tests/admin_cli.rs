@@ -114,7 +114,7 @@ fn topics_and_groups_commands_work_against_a_running_broker() {
     assert!(ok && out.contains("g\tEmpty"), "{out}");
 
     // With a member in the group, a reset is refused and says why.
-    let coordinator = broker.port + weir::metadata::placement::group_shard("g", 2).0 as u16;
+    let coordinator = broker.port + weir::metadata::placement::coordinator_slot("g", 2) as u16;
     let mut join = JoinGroupRequest::default();
     join.group_id = GroupId(StrBytes::from_static_str("g"));
     join.session_timeout_ms = 30_000;
@@ -123,7 +123,7 @@ fn topics_and_groups_commands_work_against_a_running_broker() {
     let mut protocol = JoinGroupRequestProtocol::default();
     protocol.name = StrBytes::from_static_str("range");
     join.protocols = vec![protocol];
-    let elsewhere = broker.port + (1 - weir::metadata::placement::group_shard("g", 2).0 as u16);
+    let elsewhere = broker.port + (1 - weir::metadata::placement::coordinator_slot("g", 2) as u16);
     assert_eq!(
         call(&mut connect(elsewhere), &join, 7).error_code,
         ResponseError::NotCoordinator.code(),

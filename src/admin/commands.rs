@@ -46,6 +46,8 @@ pub enum AdminError {
         what: String,
         /// Kafka's error.
         error: String,
+        /// Its code.
+        code: i16,
     },
     /// The command refused to act.
     #[error("{0}")]
@@ -60,7 +62,28 @@ fn check(code: i16, what: impl Into<String>) -> Result<()> {
         Some(e) => Err(AdminError::Kafka {
             what: what.into(),
             error: format!("{e:?} ({code})"),
+            code,
         }),
+    }
+}
+
+/// Runs `call` again (up to 20 times, 100 ms apart) while the coordinator answers that it
+/// is not the coordinator yet or still loading: in a cluster, the shard a group was
+/// just given learns so within milliseconds. Kafka's clients retry these alike.
+fn with_coordinator_retries<T>(mut call: impl FnMut() -> Result<T>) -> Result<T> {
+    let retriable = [
+        ResponseError::NotCoordinator.code(),
+        ResponseError::CoordinatorLoadInProgress.code(),
+    ];
+    let mut tries = 0;
+    loop {
+        match call() {
+            Err(AdminError::Kafka { code, .. }) if retriable.contains(&code) && tries < 20 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            other => return other,
+        }
     }
 }
 
@@ -239,7 +262,8 @@ impl Admin {
         timestamp: i64,
     ) -> Result<HashMap<(String, i32), i64>> {
         let mut by_leader: BTreeMap<i32, Vec<(String, i32)>> = BTreeMap::new();
-        for (topic, p, leader) in leaders {
+        // A partition without a leader (its host is fenced) has no offsets to show.
+        for (topic, p, leader) in leaders.iter().filter(|(_, _, l)| *l >= 0) {
             by_leader
                 .entry(*leader)
                 .or_default()
@@ -300,20 +324,39 @@ impl Admin {
         Ok(out)
     }
 
-    /// `topics describe NAME`: each partition's leader (shard) and offsets.
+    /// `topics describe NAME`: each partition's leader (node), replicas and offsets; a
+    /// partition whose host is fenced shows no leader and no offsets.
     pub fn topics_describe(&mut self, topic: &str) -> Result<String> {
         let leaders = self.leaders(topic)?;
+        let replicas: HashMap<i32, String> = self
+            .metadata(Some(vec![topic.to_string()]))?
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| {
+                let nodes: Vec<String> = p.replica_nodes.iter().map(|n| n.0.to_string()).collect();
+                (p.partition_index, nodes.join(","))
+            })
+            .collect();
         let earliest = self.offsets(&leaders, -2)?;
         let latest = self.offsets(&leaders, -1)?;
         let mut out = format!(
-            "topic {topic}: {} partitions\nPARTITION\tLEADER\tLOG-START\tHIGH-WATERMARK\n",
+            "topic {topic}: {} partitions\nPARTITION\tLEADER\tREPLICAS\tLOG-START\tHIGH-WATERMARK\n",
             leaders.len()
         );
+        let shown = |o: Option<&i64>| o.map_or("-".to_string(), i64::to_string);
         for (t, p, leader) in &leaders {
             let key = (t.clone(), *p);
+            let leader = if *leader < 0 {
+                "none".to_string()
+            } else {
+                leader.to_string()
+            };
             out.push_str(&format!(
-                "{p}\t{leader}\t{}\t{}\n",
-                earliest[&key], latest[&key]
+                "{p}\t{leader}\t{}\t{}\t{}\n",
+                replicas.get(p).map_or("", String::as_str),
+                shown(earliest.get(&key)),
+                shown(latest.get(&key))
             ));
         }
         let overrides = self.topic_overrides(topic)?;
@@ -496,11 +539,11 @@ impl Admin {
     /// the committed offset, log end offset and lag.
     pub fn groups_describe(&mut self, group: &str) -> Result<String> {
         let coordinator = self.coordinator(group)?;
-        let (state, members) = self.group_state(coordinator, group)?;
-        let committed = self.committed(coordinator, group)?;
+        let (state, members) = with_coordinator_retries(|| self.group_state(coordinator, group))?;
+        let committed = with_coordinator_retries(|| self.committed(coordinator, group))?;
         let mut owner: HashMap<(String, i32), String> = HashMap::new();
         let mut out = format!(
-            "group {group}: {state}, {} members\nMEMBER\tCLIENT\tPARTITIONS\n",
+            "group {group}: {state}, {} members, coordinator {coordinator}\nMEMBER\tCLIENT\tPARTITIONS\n",
             members.len()
         );
         for (id, client, assignment) in &members {
@@ -541,7 +584,7 @@ impl Admin {
         target: ResetTarget,
     ) -> Result<String> {
         let coordinator = self.coordinator(group)?;
-        let (state, members) = self.group_state(coordinator, group)?;
+        let (state, members) = with_coordinator_retries(|| self.group_state(coordinator, group))?;
         if !members.is_empty() {
             return Err(AdminError::Refused(format!(
                 "group {group} has {} active members (state {state}): stop its consumers before resetting offsets",

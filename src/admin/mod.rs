@@ -1,5 +1,7 @@
 //! `weir topics …` and `weir groups …`: operator commands that speak the Kafka protocol
 //! to a running broker, as Kafka's own tools do. Blocking, one request at a time, over
-//! `weir_client::blocking`.
+//! `weir_client::blocking`. `weir cluster status` asks the controller quorum
+//! ([`cluster_status`]).
 
+pub mod cluster_status;
 pub mod commands;

@@ -23,7 +23,7 @@ use crate::{
     shard::context::ShardContext,
 };
 
-use super::{Call, Handler, Reply};
+use super::{error_code::KafkaError, Call, Handler, Reply};
 
 /// Kafka's resource type for topics.
 pub const TOPIC: i8 = 2;
@@ -63,7 +63,7 @@ pub(super) async fn alter_topic(
         Err(e @ RegistryError::InProgress(_)) => {
             Err((ResponseError::RequestTimedOut, e.to_string()))
         }
-        Err(e) => Err((ResponseError::UnknownServerError, e.to_string())),
+        Err(e) => Err((e.kafka_error(), e.to_string())),
     }
 }
 

@@ -16,7 +16,7 @@ use kafka_protocol::{
 
 use crate::{metadata::registry::RegistryError, shard::context::ShardContext};
 
-use super::{create_topics::PARTITIONS_MAX, Call, Handler, Reply};
+use super::{create_topics::PARTITIONS_MAX, error_code::KafkaError, Call, Handler, Reply};
 
 /// Grows each requested topic, each answered with its own error code.
 pub struct CreatePartitions;
@@ -70,7 +70,7 @@ impl Handler for CreatePartitions {
                     Err(e @ RegistryError::InProgress(_)) => {
                         Some((ResponseError::RequestTimedOut, e.to_string()))
                     }
-                    Err(e) => Some((ResponseError::UnknownServerError, e.to_string())),
+                    Err(e) => Some((e.kafka_error(), e.to_string())),
                 }
             };
             if let Some((error, message)) = refused {

@@ -20,7 +20,7 @@ use crate::{
     shard::context::ShardContext,
 };
 
-use super::{Call, Handler, Reply};
+use super::{error_code::KafkaError, Call, Handler, Reply};
 
 /// Most partitions one topic may have.
 pub const PARTITIONS_MAX: i32 = 10_000;
@@ -76,7 +76,7 @@ impl Handler for CreateTopics {
                 Some((
                     ResponseError::InvalidReplicationFactor,
                     format!(
-                        "replication factor {} is more than the 1 broker available",
+                        "replication factor {}: replication is not available yet; every partition has one replica",
                         topic.replication_factor
                     ),
                 ))
@@ -97,7 +97,7 @@ impl Handler for CreateTopics {
                         ResponseError::TopicAlreadyExists,
                         format!("topic {name} already exists"),
                     )),
-                    Err(e) => Some((ResponseError::UnknownServerError, e.to_string())),
+                    Err(e) => Some((e.kafka_error(), e.to_string())),
                 }
             };
             match refused {

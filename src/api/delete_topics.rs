@@ -13,7 +13,7 @@ use kafka_protocol::{
 
 use crate::{metadata::registry::RegistryError, shard::context::ShardContext};
 
-use super::{Call, Handler, Reply};
+use super::{error_code::KafkaError, Call, Handler, Reply};
 
 /// Deletes the named topics, each answered with its own error code.
 pub struct DeleteTopics;
@@ -44,7 +44,7 @@ impl Handler for DeleteTopics {
                     result.error_code = ResponseError::UnknownTopicOrPartition.code()
                 }
                 Err(e) => {
-                    result.error_code = ResponseError::UnknownServerError.code();
+                    result.error_code = e.code();
                     if call.version() >= 5 {
                         result.error_message = Some(StrBytes::from_string(e.to_string()));
                     }

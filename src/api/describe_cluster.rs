@@ -1,4 +1,5 @@
-//! DescribeCluster: the cluster id, the controller and the brokers (one per shard), as
+//! DescribeCluster: the cluster id, the controller and the brokers (one per shard of
+//! every live host), as
 //! admin clients list them.
 
 use std::rc::Rc;
@@ -13,10 +14,7 @@ use kafka_protocol::{
 
 use crate::shard::context::ShardContext;
 
-use super::{
-    metadata::{brokers, CLUSTER_ID},
-    Call, Handler, Reply,
-};
+use super::{metadata::brokers, Call, Handler, Reply};
 
 /// Lists every shard as a broker.
 pub struct DescribeCluster;
@@ -36,10 +34,11 @@ impl Handler for DescribeCluster {
     ) -> Reply<DescribeClusterResponse> {
         let ctx: &ShardContext = &ctx;
         let mut response = DescribeClusterResponse::default();
-        response.cluster_id = StrBytes::from_static_str(CLUSTER_ID);
-        response.controller_id = BrokerId(0);
+        let view = ctx.registry.cluster();
+        response.cluster_id = StrBytes::from_string(view.cluster_id.clone());
+        response.controller_id = BrokerId(view.controller.unwrap_or(-1));
         response.cluster_authorized_operations = i32::MIN;
-        response.brokers = brokers(ctx)
+        response.brokers = brokers(&view)
             .map(|(broker_id, host, port)| {
                 let mut b = DescribeClusterBroker::default();
                 b.broker_id = broker_id;

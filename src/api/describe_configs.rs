@@ -117,10 +117,7 @@ impl Handler for DescribeConfigs {
                     result.error_code = ResponseError::UnknownTopicOrPartition.code();
                     None
                 }
-                BROKER
-                    if name.is_empty()
-                        || name.parse::<usize>().is_ok_and(|b| b < ctx.config.shards) =>
-                {
+                BROKER if name.is_empty() || name.parse::<i32>().is_ok_and(|b| b == ctx.node) => {
                     Some(broker_settings(ctx))
                 }
                 _ => {

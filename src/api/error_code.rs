@@ -4,6 +4,7 @@
 use kafka_protocol::ResponseError;
 
 use crate::{
+    metadata::{cluster_state::MetadataError, registry::RegistryError},
     shard::context::PartitionError,
     storage::{producer_state::SequenceError, BatchError, StorageError},
 };
@@ -69,6 +70,38 @@ impl KafkaError for PartitionError {
 /// The wire code of a result whose error is already Kafka's: 0 for success.
 pub fn code_of<T>(result: &Result<T, ResponseError>) -> i16 {
     result.as_ref().err().map_or(0, |e| e.code())
+}
+
+impl KafkaError for RegistryError {
+    fn kafka_error(&self) -> ResponseError {
+        match self {
+            RegistryError::AlreadyExists(_) => ResponseError::TopicAlreadyExists,
+            RegistryError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
+            RegistryError::CannotShrink { .. } => ResponseError::InvalidPartitions,
+            RegistryError::Config(_) => ResponseError::InvalidConfig,
+            RegistryError::InProgress(_) => ResponseError::RequestTimedOut,
+            RegistryError::Cluster(e) => e.kafka_error(),
+            RegistryError::File(_) => ResponseError::KafkaStorageError,
+        }
+    }
+}
+
+impl KafkaError for MetadataError {
+    fn kafka_error(&self) -> ResponseError {
+        match self {
+            MetadataError::AlreadyExists(_) => ResponseError::TopicAlreadyExists,
+            MetadataError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
+            MetadataError::CannotShrink { .. } => ResponseError::InvalidPartitions,
+            MetadataError::InvalidConfig(_) => ResponseError::InvalidConfig,
+            // Kafka's answer when too few brokers are alive to place replicas.
+            MetadataError::NoBrokers => ResponseError::InvalidReplicationFactor,
+            // The quorum lost its majority (or is electing): the client retries.
+            MetadataError::NotLeader { .. } => ResponseError::NotController,
+            MetadataError::Unavailable(_)
+            | MetadataError::Refused(_)
+            | MetadataError::NotRegistered(_) => ResponseError::RequestTimedOut,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! FindCoordinator: the shard that owns the group, for one key or a batch (v4+).
+//! FindCoordinator: the shard that coordinates the group, anywhere in the cluster, for
+//! one key or a batch (v4+). The coordinator table is filled on the first call.
 
 use std::rc::Rc;
 
@@ -7,15 +8,18 @@ use kafka_protocol::{
         find_coordinator_response::Coordinator as CoordinatorEntry, BrokerId,
         FindCoordinatorRequest, FindCoordinatorResponse,
     },
+    protocol::StrBytes,
     ResponseError,
 };
 
 use crate::{
-    metadata::placement::{group_shard, shard_addr, ShardId},
+    metadata::placement::{coordinator_slot, host_of, shard_of},
     shard::context::ShardContext,
 };
 
 use super::{str_bytes, Call, Handler, Reply};
+
+type Located = Result<(BrokerId, StrBytes, i32), ResponseError>;
 
 /// FindCoordinator: the shard that owns the group, for one key or a batch (v4+).
 pub struct FindCoordinator;
@@ -34,16 +38,27 @@ impl Handler for FindCoordinator {
         call: Call,
         req: FindCoordinatorRequest,
     ) -> Reply<FindCoordinatorResponse> {
-        let ctx: &ShardContext = &ctx;
         let version = call.version();
-        let locate = |key: &str| {
-            let shard = group_shard(key, ctx.config.shards);
-            let port = i32::from(shard_addr(ctx.config.listen, ShardId(shard.0)).port());
-            (
-                BrokerId(shard.0 as i32),
-                str_bytes(&ctx.config.advertise),
-                port,
-            )
+        let table = match ctx.registry.coordinators().await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "no group coordinator table");
+                Vec::new()
+            }
+        };
+        ctx.resync().await;
+        let view = ctx.registry.cluster();
+        let locate = |key: &str| -> Located {
+            let node = *table
+                .get(coordinator_slot(key, table.len()))
+                .ok_or(ResponseError::CoordinatorNotAvailable)?;
+            let host = view
+                .hosts
+                .get(&host_of(node))
+                .filter(|h| !h.fenced)
+                .ok_or(ResponseError::CoordinatorNotAvailable)?;
+            let port = i32::from(host.port) + shard_of(node).0 as i32;
+            Ok((BrokerId(node), str_bytes(&host.advertise), port))
         };
         // Only groups (key type 0) are coordinated; transactions are not supported.
         let refused = req.key_type != 0;
@@ -52,27 +67,39 @@ impl Handler for FindCoordinator {
             for key in &req.coordinator_keys {
                 let mut c = CoordinatorEntry::default();
                 c.key = key.clone();
-                if refused {
-                    c.error_code = ResponseError::CoordinatorNotAvailable.code();
-                    c.node_id = BrokerId(-1);
-                    c.port = -1;
-                } else {
-                    let (node, host, port) = locate(key.as_str());
-                    c.node_id = node;
-                    c.host = host;
-                    c.port = port;
+                match locate(key.as_str()) {
+                    Ok((node, host, port)) if !refused => {
+                        c.node_id = node;
+                        c.host = host;
+                        c.port = port;
+                    }
+                    not => {
+                        c.error_code = not
+                            .err()
+                            .unwrap_or(ResponseError::CoordinatorNotAvailable)
+                            .code();
+                        c.node_id = BrokerId(-1);
+                        c.port = -1;
+                    }
                 }
                 response.coordinators.push(c);
             }
-        } else if refused {
-            response.error_code = ResponseError::CoordinatorNotAvailable.code();
-            response.node_id = BrokerId(-1);
-            response.port = -1;
         } else {
-            let (node, host, port) = locate(req.key.as_str());
-            response.node_id = node;
-            response.host = host;
-            response.port = port;
+            match locate(req.key.as_str()) {
+                Ok((node, host, port)) if !refused => {
+                    response.node_id = node;
+                    response.host = host;
+                    response.port = port;
+                }
+                not => {
+                    response.error_code = not
+                        .err()
+                        .unwrap_or(ResponseError::CoordinatorNotAvailable)
+                        .code();
+                    response.node_id = BrokerId(-1);
+                    response.port = -1;
+                }
+            }
         }
         Reply::Respond(response)
     }

@@ -1,5 +1,6 @@
-//! Metadata: the brokers (one per shard, each on its own port, so clients connect
-//! straight to the core that owns a partition) and the topics with their leaders.
+//! Metadata: the brokers (one per shard of every live host, each on its own port, so
+//! clients connect straight to the core that owns a partition) and the topics with
+//! their leaders. A partition whose host is fenced has no leader until it returns.
 
 use std::rc::Rc;
 
@@ -16,8 +17,8 @@ use kafka_protocol::{
 
 use crate::{
     metadata::{
-        placement::{partition_shard, shard_addr, ShardId},
-        registry::TopicInfo,
+        placement::{node_id, NodeId, ShardId},
+        registry::{ClusterView, TopicInfo},
         topic_name,
     },
     shard::context::ShardContext,
@@ -25,23 +26,33 @@ use crate::{
 
 use super::{Call, Handler, Reply};
 
-/// The cluster id every response carries.
-pub const CLUSTER_ID: &str = "weir";
+/// Every shard of every live host as a broker: node id, advertised host, port.
+pub fn brokers(view: &ClusterView) -> impl Iterator<Item = (BrokerId, StrBytes, i32)> + '_ {
+    view.hosts
+        .iter()
+        .filter(|(_, h)| !h.fenced)
+        .flat_map(|(id, h)| {
+            let host = StrBytes::from_string(h.advertise.clone());
+            (0..h.shards).map(move |s| {
+                (
+                    BrokerId(node_id(*id, ShardId(s as usize))),
+                    host.clone(),
+                    i32::from(h.port) + s as i32,
+                )
+            })
+        })
+}
 
-/// Every shard as a broker: node id, advertised host, port.
-pub fn brokers(ctx: &ShardContext) -> impl Iterator<Item = (BrokerId, StrBytes, i32)> + '_ {
-    (0..ctx.config.shards).map(|s| {
-        (
-            BrokerId(s as i32),
-            StrBytes::from_string(ctx.config.advertise.clone()),
-            i32::from(shard_addr(ctx.config.listen, ShardId(s)).port()),
-        )
-    })
+/// The leader of a partition placed on `node`: the node, when its host is live.
+pub fn live_leader(view: &ClusterView, node: Option<&NodeId>) -> Option<NodeId> {
+    let node = *node?;
+    let host = view.hosts.get(&crate::metadata::placement::host_of(node))?;
+    (!host.fenced).then_some(node)
 }
 
 // Fields a version does not have must keep their defaults, or encoding fails: topic ids
 // from v10, leader epochs from v7, the cluster id from v2, the controller from v1.
-fn topic_entry(ctx: &ShardContext, t: &TopicInfo, version: i16) -> MetadataResponseTopic {
+fn topic_entry(view: &ClusterView, t: &TopicInfo, version: i16) -> MetadataResponseTopic {
     let mut topic = MetadataResponseTopic::default();
     topic.name = Some(super::topic_name(&t.name));
     if version >= 10 {
@@ -49,15 +60,23 @@ fn topic_entry(ctx: &ShardContext, t: &TopicInfo, version: i16) -> MetadataRespo
     }
     topic.partitions = (0..t.partitions)
         .map(|p| {
-            let leader = BrokerId(partition_shard(&t.name, p, ctx.config.shards).0 as i32);
+            let placed = t.placement.get(p as usize);
             let mut part = MetadataResponsePartition::default();
             part.partition_index = p as i32;
-            part.leader_id = leader;
             if version >= 7 {
                 part.leader_epoch = 0;
             }
-            part.replica_nodes = vec![leader];
-            part.isr_nodes = vec![leader];
+            part.replica_nodes = placed.map(|n| BrokerId(*n)).into_iter().collect();
+            match live_leader(view, placed) {
+                Some(leader) => {
+                    part.leader_id = BrokerId(leader);
+                    part.isr_nodes = vec![BrokerId(leader)];
+                }
+                None => {
+                    part.leader_id = BrokerId(-1);
+                    part.error_code = ResponseError::LeaderNotAvailable.code();
+                }
+            }
             part
         })
         .collect();
@@ -93,7 +112,8 @@ impl Handler for Metadata {
         let ctx: &ShardContext = &ctx;
         let version = call.version();
         let mut response = MetadataResponse::default();
-        response.brokers = brokers(ctx)
+        let view = ctx.registry.cluster();
+        response.brokers = brokers(&view)
             .map(|(node_id, host, port)| {
                 let mut b = MetadataResponseBroker::default();
                 b.node_id = node_id;
@@ -103,10 +123,10 @@ impl Handler for Metadata {
             })
             .collect();
         if version >= 2 {
-            response.cluster_id = Some(StrBytes::from_static_str(CLUSTER_ID));
+            response.cluster_id = Some(StrBytes::from_string(view.cluster_id.clone()));
         }
         if version >= 1 {
-            response.controller_id = BrokerId(0);
+            response.controller_id = BrokerId(view.controller.unwrap_or(-1));
         }
         let all = match &req.topics {
             None => true,
@@ -117,7 +137,7 @@ impl Handler for Metadata {
                 .registry
                 .list()
                 .iter()
-                .map(|t| topic_entry(ctx, t, version))
+                .map(|t| topic_entry(&view, t, version))
                 .collect();
         } else {
             let allow_create = version < 4 || req.allow_auto_topic_creation;
@@ -142,7 +162,7 @@ impl Handler for Metadata {
                     ctx.registry.get(&name)
                 };
                 response.topics.push(match found {
-                    Some(t) => topic_entry(ctx, &t, version),
+                    Some(t) => topic_entry(&view, &t, version),
                     None => error_entry(&name, ResponseError::UnknownTopicOrPartition.code()),
                 });
             }

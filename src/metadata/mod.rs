@@ -2,8 +2,11 @@
 //! legal ([`topic_name`]), what a topic's config overrides mean ([`topic_config`]), and
 //! which shard owns a partition or a group ([`placement`]).
 
+pub mod cluster_state;
 pub mod placement;
 pub mod producer_ids;
 pub mod registry;
+pub mod registry_files;
+pub mod topic;
 pub mod topic_config;
 pub mod topic_name;

@@ -1,24 +1,56 @@
-//! Where partitions and groups live: pure functions, so every shard computes the same
-//! answer without a table to keep in sync.
+//! Where partitions and groups live. Every shard of every host is its own Kafka node,
+//! numbered `host node id × 1024 + shard`, on port `base port + shard`. A partition's
+//! node is chosen once, when the partition is created, and stored with the topic
+//! (`TopicInfo::placement`): it never moves because hosts came or went.
 
 use std::net::SocketAddr;
 
-/// Index of a shard (and, on a single broker, its node id).
+/// Index of a shard within its host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ShardId(pub usize);
+
+/// A Kafka node id: one shard of one host.
+pub type NodeId = i32;
+
+/// Shards a host may have; the stride between two hosts' node ids.
+pub const SHARDS_PER_HOST: u32 = 1024;
+
+/// The Kafka node id of shard `shard` of host `host`.
+pub fn node_id(host: u32, shard: ShardId) -> NodeId {
+    (host * SHARDS_PER_HOST + shard.0 as u32) as NodeId
+}
+
+/// The host a node belongs to.
+pub fn host_of(node: NodeId) -> u32 {
+    node as u32 / SHARDS_PER_HOST
+}
+
+/// The shard a node is within its host.
+pub fn shard_of(node: NodeId) -> ShardId {
+    ShardId((node as u32 % SHARDS_PER_HOST) as usize)
+}
 
 /// A stable hash of a name: CRC-32C, the same on every run and machine.
 fn name_hash(name: &str) -> u64 {
     u64::from(crc32c::crc32c(name.as_bytes()))
 }
 
-/// The shard that owns partition `partition` of `topic`: `(hash(topic) + partition) %
-/// shards`, so one topic's partitions spread evenly over the shards.
-pub fn partition_shard(topic: &str, partition: u32, shards: usize) -> ShardId {
-    ShardId(((name_hash(topic) + u64::from(partition)) % shards as u64) as usize)
+/// The nodes of partitions `partitions` of `topic`, placed round-robin over `nodes`
+/// from a start that depends on the topic's name, so one topic's partitions spread
+/// evenly and different topics start on different nodes. `nodes` should be ordered
+/// shard-major (every host's shard 0, then every host's shard 1, …) so consecutive
+/// partitions land on different hosts. Empty when `nodes` is.
+pub fn place(nodes: &[NodeId], topic: &str, partitions: std::ops::Range<u32>) -> Vec<NodeId> {
+    if nodes.is_empty() {
+        return Vec::new();
+    }
+    let start = name_hash(topic);
+    partitions
+        .map(|p| nodes[((start + u64::from(p)) % nodes.len() as u64) as usize])
+        .collect()
 }
 
-/// The address shard `shard` listens on: the broker's listen address with the port moved
+/// The address shard `shard` listens on: the host's base address with the port moved
 /// up by the shard index (every shard is its own Kafka node on its own port).
 pub fn shard_addr(listen: SocketAddr, shard: ShardId) -> SocketAddr {
     let mut addr = listen;
@@ -26,9 +58,12 @@ pub fn shard_addr(listen: SocketAddr, shard: ShardId) -> SocketAddr {
     addr
 }
 
-/// The shard that coordinates consumer group `group`.
-pub fn group_shard(group: &str, shards: usize) -> ShardId {
-    ShardId((name_hash(group) % shards as u64) as usize)
+/// Slots in the table of group coordinators (Kafka's `offsets.topic.num.partitions`).
+pub const COORDINATOR_SLOTS: usize = 50;
+
+/// The slot of group `group` in the coordinator table.
+pub fn coordinator_slot(group: &str, slots: usize) -> usize {
+    (name_hash(group) % slots.max(1) as u64) as usize
 }
 
 #[cfg(test)]
@@ -36,14 +71,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_topics_partitions_spread_over_all_shards() {
-        let shards = 4;
+    fn a_topics_partitions_spread_over_all_nodes() {
+        let nodes: Vec<NodeId> = (0..4).map(|s| node_id(0, ShardId(s))).collect();
         let mut seen = [0; 4];
-        for p in 0..8 {
-            seen[partition_shard("orders", p, shards).0] += 1;
+        for node in place(&nodes, "orders", 0..8) {
+            seen[shard_of(node).0] += 1;
         }
         assert_eq!(seen, [2, 2, 2, 2]);
-        assert_eq!(partition_shard("orders", 3, 1), ShardId(0));
-        assert_eq!(group_shard("g", 3), group_shard("g", 3));
+        assert_eq!(place(&nodes[..1], "orders", 3..4), [0]);
+        assert!(place(&[], "orders", 0..4).is_empty());
+        // Placing more partitions later continues the same round-robin.
+        let mut grown = place(&nodes, "orders", 0..3);
+        grown.extend(place(&nodes, "orders", 3..8));
+        assert_eq!(grown, place(&nodes, "orders", 0..8));
+    }
+
+    #[test]
+    fn node_ids_are_host_times_1024_plus_shard() {
+        let n = node_id(3, ShardId(5));
+        assert_eq!(n, 3 * 1024 + 5);
+        assert_eq!((host_of(n), shard_of(n)), (3, ShardId(5)));
+        assert_eq!(
+            node_id(0, ShardId(1)),
+            1,
+            "a host 0 keeps single-host node ids"
+        );
+        assert_eq!(coordinator_slot("g", 50), coordinator_slot("g", 50));
     }
 }

@@ -1,5 +1,7 @@
 //! Producer ids for idempotent producers: unique across the broker's shards and across
-//! restarts. Ids are handed out from blocks; the end of the current block is written
+//! restarts, and across the hosts of a cluster: host `h` hands out
+//! `h << 40 | n` (host 0, a single host, hands out what it always did). Ids are handed
+//! out from blocks; the end of the current block is written
 //! durably (`producer_ids` in the data directory) before any id in it is used, so a
 //! restart continues after every id ever handed out.
 
@@ -36,15 +38,19 @@ struct Ids {
     reserved_end: i64,
 }
 
+/// Bits of a producer id counted by one host; the host node id sits above them.
+const HOST_SHIFT: u32 = 40;
+
 /// The broker's producer id allocator. `Send + Sync`: one per broker.
 pub struct ProducerIds {
     path: PathBuf,
+    host_base: i64,
     ids: Mutex<Ids>,
 }
 
 impl ProducerIds {
-    /// Loads the allocator from `data_dir`. Blocking: call at start-up.
-    pub fn load(data_dir: &Path) -> Result<ProducerIds, ProducerIdError> {
+    /// Loads host `host`'s allocator from `data_dir`. Blocking: call at start-up.
+    pub fn load(data_dir: &Path, host: u32) -> Result<ProducerIds, ProducerIdError> {
         let path = data_dir.join(PRODUCER_IDS_FILE);
         let next = match std::fs::read_to_string(&path) {
             Ok(text) => text
@@ -56,6 +62,7 @@ impl ProducerIds {
         };
         Ok(ProducerIds {
             path,
+            host_base: i64::from(host) << HOST_SHIFT,
             ids: Mutex::new(Ids {
                 next,
                 reserved_end: next,
@@ -71,7 +78,7 @@ impl ProducerIds {
                 let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
                 if ids.next < ids.reserved_end {
                     ids.next += 1;
-                    return Ok(ids.next - 1);
+                    return Ok(self.host_base | (ids.next - 1));
                 }
             }
             let me = std::sync::Arc::clone(self);

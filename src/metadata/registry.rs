@@ -1,5 +1,11 @@
-//! The topic registry: every topic's name, id and partition count, shared by all shards
-//! and persisted in `topics.json` in the data directory.
+//! The topic registry: this host's view of the cluster metadata (every topic's name,
+//! id, partition count, configs and placement; the hosts; the group coordinators),
+//! shared by all shards of the host.
+//!
+//! A single host keeps it in `topics.json` in the data directory and changes it itself.
+//! A host of a cluster sends every change to the controller quorum
+//! ([`ControllerLink`]) and [`TopicRegistry::install`]s the metadata the controller
+//! publishes, versioned by the controller's log index.
 //!
 //! Changes are rare (CreateTopics, DeleteTopics, auto-creation), reads are frequent, so
 //! the registry is one map behind a lock that is only ever held for a copy or an insert,
@@ -17,27 +23,14 @@ use std::{
     },
 };
 
-use serde::{Deserialize, Serialize};
+use super::{
+    cluster_state::{ClusterState, HostRecord, MetadataChange, MetadataError},
+    placement::{node_id, place, shard_of, NodeId},
+    registry_files::{read_json, write_json, ClusterFile, FileError, RegistryFile, CLUSTER_FILE},
+    topic_config::{validate_all, ConfigError, TopicConfigs},
+};
 
-use super::topic_config::{validate_all, ConfigError, TopicConfigs};
-
-/// File name of the registry inside the data directory.
-pub const REGISTRY_FILE: &str = "topics.json";
-
-/// One topic.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TopicInfo {
-    /// The topic's name.
-    pub name: String,
-    /// Kafka's topic id, assigned at creation and never reused.
-    pub id: [u8; 16],
-    /// Number of partitions.
-    pub partitions: u32,
-    /// The topic's config overrides (see `metadata::topic_config`); absent in registries
-    /// written before topics had configs.
-    #[serde(default)]
-    pub configs: TopicConfigs,
-}
+pub use super::{registry_files::REGISTRY_FILE, topic::TopicInfo};
 
 /// Why a registry change was refused.
 #[derive(Debug, thiserror::Error)]
@@ -64,29 +57,80 @@ pub enum RegistryError {
     /// Another change to the same topic is being written.
     #[error("another change to topic {0} is in progress")]
     InProgress(String),
-    /// The registry file could not be written or read.
-    #[error("topic registry {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The registry file is not valid JSON of the expected shape.
-    #[error("topic registry {path} is corrupt: {reason}")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        reason: String,
-    },
+    /// The controller refused the change or could not be reached.
+    #[error(transparent)]
+    Cluster(MetadataError),
+    /// A metadata file could not be read or written.
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
-#[derive(Default)]
+impl From<MetadataError> for RegistryError {
+    fn from(e: MetadataError) -> Self {
+        match e {
+            MetadataError::AlreadyExists(t) => RegistryError::AlreadyExists(t),
+            MetadataError::Unknown(t) => RegistryError::Unknown(t),
+            MetadataError::CannotShrink {
+                topic,
+                current,
+                asked,
+            } => RegistryError::CannotShrink {
+                topic,
+                current,
+                asked,
+            },
+            other => RegistryError::Cluster(other),
+        }
+    }
+}
+
 struct State {
-    topics: BTreeMap<String, TopicInfo>,
+    /// `cluster.topics` holds the visible topics.
+    cluster: ClusterState,
     pending: BTreeMap<String, TopicInfo>,
+    /// The node of the controller leader's host, for Metadata.
+    controller: Option<NodeId>,
+}
+
+/// A metadata change sent to the controller, with where its answer goes: the
+/// controller's log index once the change is applied there.
+pub struct ControllerCall {
+    /// The change.
+    pub change: MetadataChange,
+    /// The answer.
+    pub reply: tokio::sync::oneshot::Sender<Result<u64, MetadataError>>,
+}
+
+/// The way from a host's shards to the controller quorum (the agent of
+/// `cluster::agent` receives).
+pub type ControllerLink = tokio::sync::mpsc::UnboundedSender<ControllerCall>;
+
+/// Who changes the metadata.
+enum Backend {
+    /// This host alone, for a single-host broker: writes `topics.json`.
+    Local {
+        /// This host's node id.
+        host: u32,
+    },
+    /// The controller quorum; the registry only installs what it publishes.
+    Controller(ControllerLink),
+}
+
+/// How long a shard waits for a change the controller applied to reach this host.
+const PUBLISH_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The hosts, group coordinators and controller as Metadata and FindCoordinator need
+/// them: one copy, taken under the registry's lock.
+#[derive(Debug, Clone)]
+pub struct ClusterView {
+    /// The cluster's id.
+    pub cluster_id: String,
+    /// Every registered host.
+    pub hosts: BTreeMap<u32, HostRecord>,
+    /// The group coordinator table.
+    pub coordinators: Vec<NodeId>,
+    /// The controller's node, when known.
+    pub controller: Option<NodeId>,
 }
 
 /// The shared topic registry. `Send + Sync`: one per broker.
@@ -96,39 +140,161 @@ pub struct TopicRegistry {
     /// Serialises file writes; held only by blocking-pool threads.
     write: Mutex<()>,
     version: AtomicU64,
-}
-
-#[derive(Serialize, Deserialize)]
-struct RegistryFile {
-    topics: Vec<TopicInfo>,
+    backend: Backend,
 }
 
 impl TopicRegistry {
-    /// Loads the registry from `data_dir`, or starts an empty one. Blocking: call at
+    /// Loads a single host's registry from `data_dir`, or starts an empty one; `host`
+    /// (this host's node id and shards) is the whole cluster. Topics written before
+    /// placement was stored are placed where those versions put them. Blocking: call at
     /// start-up, before the shards run.
-    pub fn load(data_dir: &Path) -> Result<Arc<TopicRegistry>, RegistryError> {
+    pub fn load(
+        data_dir: &Path,
+        host: u32,
+        record: HostRecord,
+    ) -> Result<Arc<TopicRegistry>, RegistryError> {
         let path = data_dir.join(REGISTRY_FILE);
-        let mut state = State::default();
-        match std::fs::read(&path) {
-            Ok(bytes) => {
-                let file: RegistryFile =
-                    serde_json::from_slice(&bytes).map_err(|e| RegistryError::Corrupt {
-                        path: path.clone(),
-                        reason: e.to_string(),
-                    })?;
-                for t in file.topics {
-                    state.topics.insert(t.name.clone(), t);
-                }
+        let mut cluster = ClusterState {
+            cluster_id: "weir".into(),
+            ..ClusterState::default()
+        };
+        let nodes: Vec<NodeId> = record.nodes(host).collect();
+        for mut t in read_topics(&path)? {
+            if t.placement.len() != t.partitions as usize {
+                t.placement = place(&nodes, &t.name, 0..t.partitions);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(RegistryError::Io { path, source }),
+            // One host holds every partition, whatever node id it had before.
+            for n in &mut t.placement {
+                *n = node_id(host, shard_of(*n));
+            }
+            cluster.topics.insert(t.name.clone(), t);
         }
+        cluster.coordinators = nodes.clone();
+        cluster.hosts.insert(host, record);
         Ok(Arc::new(TopicRegistry {
             path,
-            state: Mutex::new(state),
+            state: Mutex::new(State {
+                cluster,
+                pending: BTreeMap::new(),
+                controller: nodes.first().copied(),
+            }),
             write: Mutex::new(()),
             version: AtomicU64::new(1),
+            backend: Backend::Local { host },
         }))
+    }
+
+    /// A cluster host's registry: starts from the metadata this host last installed
+    /// (`cluster-metadata.json`, so a host whose controllers are down still serves its
+    /// partitions) and changes through `link`. Blocking: call at start-up.
+    pub fn clustered(
+        data_dir: &Path,
+        link: ControllerLink,
+    ) -> Result<Arc<TopicRegistry>, RegistryError> {
+        let path = data_dir.join(CLUSTER_FILE);
+        let (cluster, version) = match read_json::<ClusterFile>(&path)? {
+            Some(file) => (file.state, file.version),
+            None => (ClusterState::default(), 0),
+        };
+        Ok(Arc::new(TopicRegistry {
+            path,
+            state: Mutex::new(State {
+                cluster,
+                pending: BTreeMap::new(),
+                controller: None,
+            }),
+            write: Mutex::new(()),
+            version: AtomicU64::new(version),
+            backend: Backend::Controller(link),
+        }))
+    }
+
+    /// The topics of a single host's `topics.json` in `data_dir` (none when there is no
+    /// such file): what a host brings into a cluster the first time it joins one.
+    pub fn legacy_topics(data_dir: &Path) -> Result<Vec<TopicInfo>, RegistryError> {
+        read_topics(&data_dir.join(REGISTRY_FILE))
+    }
+}
+
+/// The topics of the `topics.json` at `path` (none when it does not exist).
+fn read_topics(path: &Path) -> Result<Vec<TopicInfo>, RegistryError> {
+    Ok(read_json::<RegistryFile>(path)?.map_or_else(Vec::new, |f| f.topics))
+}
+
+impl TopicRegistry {
+    /// Installs metadata the controller published at log index `version`, if newer
+    /// than what this host has: written to `cluster-metadata.json` first, then made
+    /// visible to the shards. Blocking (one small file write): call off the shards.
+    pub fn install(
+        &self,
+        state: ClusterState,
+        version: u64,
+        controller: Option<NodeId>,
+    ) -> Result<(), RegistryError> {
+        let _writer = self.write.lock().unwrap_or_else(|p| p.into_inner());
+        if version <= self.version() {
+            self.state().controller = controller;
+            return Ok(());
+        }
+        write_json(
+            &self.path,
+            &ClusterFile {
+                version,
+                state: state.clone(),
+            },
+        )?;
+        let mut s = self.state();
+        s.cluster = state;
+        s.controller = controller;
+        self.version.store(version, Ordering::Release);
+        Ok(())
+    }
+
+    /// The cluster id, hosts, coordinators and controller.
+    pub fn cluster(&self) -> ClusterView {
+        let s = self.state();
+        ClusterView {
+            cluster_id: s.cluster.cluster_id.clone(),
+            hosts: s.cluster.hosts.clone(),
+            coordinators: s.cluster.coordinators.clone(),
+            controller: s.controller,
+        }
+    }
+
+    /// The group coordinator table, asking the controller to fill it on first use (as
+    /// Kafka creates `__consumer_offsets` on the first FindCoordinator).
+    pub async fn coordinators(self: &Arc<Self>) -> Result<Vec<NodeId>, RegistryError> {
+        let table = self.state().cluster.coordinators.clone();
+        if !table.is_empty() {
+            return Ok(table);
+        }
+        self.ask_controller(MetadataChange::EnsureCoordinators)
+            .await?;
+        Ok(self.state().cluster.coordinators.clone())
+    }
+
+    /// Sends `change` to the controller and waits until this host has installed the
+    /// metadata that includes it.
+    async fn ask_controller(&self, change: MetadataChange) -> Result<(), RegistryError> {
+        let Backend::Controller(link) = &self.backend else {
+            return Ok(());
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let gone = || MetadataError::Unavailable("the controller agent has stopped".into());
+        link.send(ControllerCall { change, reply })
+            .map_err(|_| gone())?;
+        let index = answer.await.map_err(|_| gone())??;
+        let deadline = std::time::Instant::now() + PUBLISH_WAIT;
+        while self.version() < index {
+            if std::time::Instant::now() > deadline {
+                return Err(MetadataError::Unavailable(format!(
+                    "change applied at index {index} has not reached this host"
+                ))
+                .into());
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        Ok(())
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -137,19 +303,19 @@ impl TopicRegistry {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Changes whenever a topic is created or deleted.
+    /// Changes whenever the metadata does.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
     }
 
     /// The topic called `name`.
     pub fn get(&self, name: &str) -> Option<TopicInfo> {
-        self.state().topics.get(name).cloned()
+        self.state().cluster.topics.get(name).cloned()
     }
 
     /// Every topic, by name.
     pub fn list(&self) -> Vec<TopicInfo> {
-        self.state().topics.values().cloned().collect()
+        self.state().cluster.topics.values().cloned().collect()
     }
 
     /// Creates a topic with `partitions` partitions and a fresh id, durably, then makes
@@ -160,24 +326,34 @@ impl TopicRegistry {
         partitions: u32,
         configs: TopicConfigs,
     ) -> Result<TopicInfo, RegistryError> {
-        let info = TopicInfo {
-            name: name.to_string(),
-            id: fresh_id(name),
-            partitions,
-            configs,
+        let host = match &self.backend {
+            Backend::Local { host } => *host,
+            Backend::Controller(_) => {
+                let change = MetadataChange::CreateTopic {
+                    name: name.to_string(),
+                    partitions,
+                    configs,
+                };
+                self.ask_controller(change).await?;
+                return self
+                    .get(name)
+                    .ok_or_else(|| RegistryError::Unknown(name.to_string()));
+            }
         };
-        {
+        let info = {
             let mut s = self.state();
-            if s.topics.contains_key(name) || s.pending.contains_key(name) {
+            let info = s.cluster.new_topic(name, partitions, configs, host);
+            if s.cluster.topics.contains_key(name) || s.pending.contains_key(name) {
                 return Err(RegistryError::AlreadyExists(name.to_string()));
             }
             s.pending.insert(name.to_string(), info.clone());
-        }
+            info
+        };
         let persisted = self.persist().await;
         let mut s = self.state();
         s.pending.remove(name);
         persisted?;
-        s.topics.insert(name.to_string(), info.clone());
+        s.cluster.topics.insert(name.to_string(), info.clone());
         self.version.fetch_add(1, Ordering::AcqRel);
         Ok(info)
     }
@@ -191,6 +367,18 @@ impl TopicRegistry {
         partitions: u32,
         validate_only: bool,
     ) -> Result<TopicInfo, RegistryError> {
+        let controlled = matches!(self.backend, Backend::Controller(_));
+        if controlled && !validate_only {
+            let change = MetadataChange::AddPartitions {
+                name: name.to_string(),
+                partitions,
+            };
+            self.ask_controller(change).await?;
+            return self
+                .get(name)
+                .ok_or_else(|| RegistryError::Unknown(name.to_string()));
+        }
+        let nodes = self.local_nodes();
         self.change(name, validate_only, |current| {
             if partitions <= current.partitions {
                 return Err(RegistryError::CannotShrink {
@@ -199,8 +387,11 @@ impl TopicRegistry {
                     asked: partitions,
                 });
             }
+            let mut placement = current.placement.clone();
+            placement.extend(place(&nodes, name, current.partitions..partitions));
             Ok(TopicInfo {
                 partitions,
+                placement,
                 ..current.clone()
             })
         })
@@ -218,6 +409,21 @@ impl TopicRegistry {
         validate_only: bool,
         alter: impl FnOnce(&TopicConfigs) -> Result<TopicConfigs, ConfigError>,
     ) -> Result<TopicInfo, RegistryError> {
+        if matches!(self.backend, Backend::Controller(_)) {
+            let current = self
+                .get(name)
+                .ok_or_else(|| RegistryError::Unknown(name.to_string()))?;
+            let configs = alter(&current.configs)?;
+            validate_all(&configs)?;
+            if !validate_only {
+                let change = MetadataChange::SetConfigs {
+                    name: name.to_string(),
+                    configs: configs.clone(),
+                };
+                self.ask_controller(change).await?;
+            }
+            return Ok(TopicInfo { configs, ..current });
+        }
         self.change(name, validate_only, |current| {
             let configs = alter(&current.configs)?;
             validate_all(&configs)?;
@@ -244,6 +450,7 @@ impl TopicRegistry {
                 return Err(RegistryError::InProgress(name.to_string()));
             }
             let current = s
+                .cluster
                 .topics
                 .get(name)
                 .ok_or_else(|| RegistryError::Unknown(name.to_string()))?;
@@ -259,9 +466,9 @@ impl TopicRegistry {
             let mut s = self.state();
             s.pending.remove(name);
             persisted?;
-            let deleted = !s.topics.contains_key(name);
+            let deleted = !s.cluster.topics.contains_key(name);
             if !deleted {
-                s.topics.insert(name.to_string(), changed.clone());
+                s.cluster.topics.insert(name.to_string(), changed.clone());
                 self.version.fetch_add(1, Ordering::AcqRel);
             }
             deleted
@@ -276,8 +483,17 @@ impl TopicRegistry {
 
     /// Deletes a topic, durably.
     pub async fn delete(self: &Arc<Self>, name: &str) -> Result<TopicInfo, RegistryError> {
+        if matches!(self.backend, Backend::Controller(_)) {
+            let removed = self
+                .get(name)
+                .ok_or_else(|| RegistryError::Unknown(name.to_string()))?;
+            self.ask_controller(MetadataChange::DeleteTopic(name.to_string()))
+                .await?;
+            return Ok(removed);
+        }
         let removed = self
             .state()
+            .cluster
             .topics
             .remove(name)
             .ok_or_else(|| RegistryError::Unknown(name.to_string()))?;
@@ -301,54 +517,34 @@ impl TopicRegistry {
                 let _writer = me.write.lock().unwrap_or_else(|p| p.into_inner());
                 let topics: Vec<TopicInfo> = {
                     let s = me.state();
-                    s.topics
+                    s.cluster
+                        .topics
                         .values()
                         .filter(|t| t.name != replaced)
                         .chain(s.pending.values())
                         .cloned()
                         .collect()
                 };
-                let bytes = serde_json::to_vec_pretty(&RegistryFile { topics }).map_err(|e| {
-                    RegistryError::Corrupt {
-                        path: me.path.clone(),
-                        reason: e.to_string(),
-                    }
-                })?;
-                write_atomically(&me.path, &bytes).map_err(|source| RegistryError::Io {
-                    path: me.path.clone(),
-                    source,
-                })
+                Ok(write_json(&me.path, &RegistryFile { topics })?)
             })
             .await
     }
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_data()?;
-    std::fs::rename(&tmp, path)?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::File::open(dir)?.sync_all()
-}
-
-/// A topic id unique across creations: the name's CRC, the time in nanoseconds and a
-/// process-wide counter, laid out as a version-4-style UUID.
-fn fresh_id(name: &str) -> [u8; 16] {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut id = [0u8; 16];
-    id[..8].copy_from_slice(&nanos.to_be_bytes());
-    id[8..12].copy_from_slice(&crc32c::crc32c(name.as_bytes()).to_be_bytes());
-    id[12..].copy_from_slice(&(n as u32).to_be_bytes());
-    id[6] = (id[6] & 0x0f) | 0x40;
-    id[8] = (id[8] & 0x3f) | 0x80;
-    id
+impl TopicRegistry {
+    /// A single host's shards as nodes (none on a cluster host, which never places).
+    fn local_nodes(&self) -> Vec<NodeId> {
+        match &self.backend {
+            Backend::Local { host } => self
+                .state()
+                .cluster
+                .hosts
+                .get(host)
+                .map(|h| h.nodes(*host).collect())
+                .unwrap_or_default(),
+            Backend::Controller(_) => Vec::new(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -361,7 +557,7 @@ mod tests {
         let dir = test_dir();
         let path = dir.path().to_path_buf();
         run(async move {
-            let registry = TopicRegistry::load(&path).expect("load");
+            let registry = TopicRegistry::load(&path, 0, one_host(2)).expect("load");
             let created = registry
                 .create("orders", 2, TopicConfigs::new())
                 .await
@@ -388,8 +584,36 @@ mod tests {
                 registry.add_partitions("missing", 3, false).await,
                 Err(RegistryError::Unknown(_))
             ));
-            let reloaded = TopicRegistry::load(&path).expect("reload");
+            assert_eq!(grown.placement.len(), 5);
+            assert_eq!(grown.placement[..2], created.placement[..]);
+            let reloaded = TopicRegistry::load(&path, 0, one_host(2)).expect("reload");
             assert_eq!(reloaded.get("orders"), Some(grown));
         });
+    }
+
+    fn one_host(shards: u32) -> HostRecord {
+        HostRecord {
+            advertise: "127.0.0.1".into(),
+            port: 9092,
+            shards,
+            incarnation: 0,
+            fenced: false,
+        }
+    }
+
+    #[test]
+    fn a_registry_without_placement_gets_the_placement_its_data_has() {
+        let dir = test_dir();
+        let legacy = r#"{"topics":[{"name":"orders","id":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16],"partitions":4}]}"#;
+        std::fs::write(dir.path().join(REGISTRY_FILE), legacy).expect("write");
+        let registry = TopicRegistry::load(dir.path(), 2, one_host(2)).expect("load");
+        let placed = registry.get("orders").expect("topic").placement;
+        // Before placement was stored, partition p lived on shard (crc(name) + p) % shards.
+        let start = crc32c::crc32c(b"orders") as usize;
+        let expected: Vec<NodeId> = (0..4)
+            .map(|p| node_id(2, crate::metadata::placement::ShardId((start + p) % 2)))
+            .collect();
+        assert_eq!(placed, expected);
+        assert_eq!(crate::metadata::placement::host_of(placed[0]), 2);
     }
 }

@@ -15,7 +15,7 @@ use crate::{
     config::BrokerConfig,
     group::{coordinator::Coordinator, offset_store::OffsetStore},
     metadata::{
-        placement::{group_shard, partition_shard, ShardId},
+        placement::{coordinator_slot, node_id, NodeId, ShardId},
         producer_ids::ProducerIds,
         registry::{RegistryError, TopicInfo, TopicRegistry},
         topic_config, topic_name,
@@ -48,11 +48,13 @@ pub struct ProduceRules {
     pub log_append_time: bool,
 }
 
-/// A topic as the data path needs it: its id, partition count and largest batch.
-#[derive(Debug, Clone, Copy)]
+/// A topic as the data path needs it: its id, partition count, placement and largest
+/// batch.
+#[derive(Debug, Clone)]
 struct TopicShape {
     id: [u8; 16],
     partitions: u32,
+    placement: Rc<[NodeId]>,
     message_max_bytes: usize,
     log_append_time: bool,
 }
@@ -73,6 +75,8 @@ pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(10);
 pub struct ShardContext {
     /// This shard.
     pub id: ShardId,
+    /// This shard's Kafka node id (`host node id × 1024 + shard`).
+    pub node: NodeId,
     /// The broker's configuration.
     pub config: Arc<BrokerConfig>,
     /// The topic registry shared by all shards.
@@ -90,6 +94,8 @@ pub struct ShardContext {
     /// This shard's copy of the registry, refreshed when its version changes, so the
     /// data path never takes the registry's broker-wide lock.
     topics: RefCell<HashMap<String, TopicShape>>,
+    /// The group coordinator table as of the last look at the registry.
+    coordinators: RefCell<Vec<NodeId>>,
     logs: RefCell<OpenLogs>,
     reopen_attempts: RefCell<HashMap<PartitionKey, Instant>>,
     seen_version: Cell<u64>,
@@ -124,6 +130,7 @@ impl ShardContext {
         let inflight_kib = config.inflight_bytes_max.div_ceil(1024) as u64;
         let ctx = Rc::new(ShardContext {
             id,
+            node: node_id(config.node_id, id),
             config,
             registry,
             producer_ids,
@@ -135,12 +142,14 @@ impl ShardContext {
             storage,
             inflight: Rc::new(Semaphore::new(inflight_kib)),
             topics: RefCell::new(HashMap::new()),
+            coordinators: RefCell::new(Vec::new()),
             logs: RefCell::new(HashMap::new()),
             reopen_attempts: RefCell::new(HashMap::new()),
             seen_version: Cell::new(0),
             sync_lock: Semaphore::new(1),
             metrics,
         });
+        ctx.resync().await;
         ctx.open_owned_partitions().await;
         glommio::spawn_local(Self::enforce_retention(Rc::downgrade(&ctx))).detach();
         let weak = Rc::downgrade(&ctx);
@@ -173,7 +182,7 @@ impl ShardContext {
     async fn open_owned_partitions(&self) {
         for topic in self.registry.list() {
             for p in 0..topic.partitions {
-                if self.owns(&topic.name, p) {
+                if topic.placement.get(p as usize) == Some(&self.node) {
                     if let Err(e) = self.partition(&topic.name, p as i32).await {
                         tracing::error!(topic = %topic.name, partition = p, error = ?e, "cannot open partition");
                     }
@@ -182,9 +191,14 @@ impl ShardContext {
         }
     }
 
-    /// True when this shard owns partition `p` of `topic`.
+    /// True when this shard owns partition `p` of `topic` (as of its last look at the
+    /// registry).
     pub fn owns(&self, topic: &str, p: u32) -> bool {
-        partition_shard(topic, p, self.config.shards) == self.id
+        self.topics
+            .borrow()
+            .get(topic)
+            .and_then(|t| t.placement.get(p as usize))
+            == Some(&self.node)
     }
 
     /// KiB of unanswered request bytes the shard holds now (its in-flight budget in use).
@@ -208,9 +222,16 @@ impl ShardContext {
         )
     }
 
-    /// True when this shard coordinates `group`.
+    /// True when this shard coordinates `group`. Reads the registry's table when the
+    /// shard has not caught up with it yet, so a group's first request after the table
+    /// was filled is not turned away.
     pub fn owns_group(&self, group: &str) -> bool {
-        group_shard(group, self.config.shards) == self.id
+        let owns =
+            |table: &[NodeId]| table.get(coordinator_slot(group, table.len())) == Some(&self.node);
+        if self.registry.version() != self.seen_version.get() {
+            return owns(&self.registry.cluster().coordinators);
+        }
+        owns(&self.coordinators.borrow())
     }
 
     /// Refreshes this shard's copy of the registry and drops the logs of topics that
@@ -231,6 +252,7 @@ impl ShardContext {
                 let shape = TopicShape {
                     id: t.id,
                     partitions: t.partitions,
+                    placement: t.placement.iter().copied().collect(),
                     message_max_bytes: topic_config::message_max_bytes(
                         self.config.message_max_bytes,
                         &t.configs,
@@ -264,6 +286,7 @@ impl ShardContext {
             stale
         };
         *self.topics.borrow_mut() = topics;
+        *self.coordinators.borrow_mut() = self.registry.cluster().coordinators;
         // Altered topic configs reach the partitions already open.
         for ((topic, p), log) in self.open_logs() {
             match log_configs.get(topic.as_str()) {
@@ -343,19 +366,18 @@ impl ShardContext {
     /// error the client should see.
     pub async fn partition(&self, topic: &str, p: i32) -> Result<PartitionLog, PartitionError> {
         self.resync().await;
-        let info = self
-            .topics
-            .borrow()
-            .get(topic)
-            .copied()
-            .ok_or(PartitionError::Unknown)?;
         let p = u32::try_from(p).map_err(|_| PartitionError::Unknown)?;
-        if p >= info.partitions {
-            return Err(PartitionError::Unknown);
-        }
-        if !self.owns(topic, p) {
-            return Err(PartitionError::NotOwner);
-        }
+        let topic_id = {
+            let topics = self.topics.borrow();
+            let info = topics.get(topic).ok_or(PartitionError::Unknown)?;
+            if p >= info.partitions {
+                return Err(PartitionError::Unknown);
+            }
+            if info.placement.get(p as usize) != Some(&self.node) {
+                return Err(PartitionError::NotOwner);
+            }
+            info.id
+        };
         let cached = self.open_log(topic, p);
         match cached {
             Some(log) if log.fenced().is_none() => return Ok(log),
@@ -409,7 +431,7 @@ impl ShardContext {
                     .borrow_mut()
                     .entry(topic.to_string())
                     .or_default()
-                    .insert(p, (info.id, log.clone()));
+                    .insert(p, (topic_id, log.clone()));
                 Ok(log)
             }
             Err(e) => {

@@ -11,9 +11,11 @@ use std::sync::{atomic::AtomicBool, Arc};
 use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::{
+    cluster::runtime::{BrokerSide, ClusterError, ControllerThread},
     config::BrokerConfig,
     group::offset_store::OffsetStore,
     metadata::{
+        cluster_state::HostRecord,
         placement::{shard_addr, ShardId},
         producer_ids::ProducerIds,
         registry::TopicRegistry,
@@ -80,6 +82,9 @@ pub enum BrokerError {
         /// glommio's report.
         reason: String,
     },
+    /// The cluster side of the host failed or refused to join.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
     /// The data directory could not be created.
     #[error("data directory {path}: {source}")]
     DataDir {
@@ -100,8 +105,95 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
         path: config.data_dir.clone(),
         source,
     })?;
-    let registry = TopicRegistry::load(&config.data_dir)?;
-    let producer_ids = Arc::new(ProducerIds::load(&config.data_dir)?);
+    let record = HostRecord {
+        advertise: config.advertise.clone(),
+        port: config.listen.port(),
+        shards: config.shards as u32,
+        incarnation: incarnation(),
+        fenced: false,
+    };
+    let (registry, controller) = match &config.cluster {
+        None => (
+            TopicRegistry::load(&config.data_dir, config.node_id, record)?,
+            None,
+        ),
+        Some(cluster) => {
+            let (link, calls) = tokio::sync::mpsc::unbounded_channel();
+            let registry = TopicRegistry::clustered(&config.data_dir, link)?;
+            let broker = cluster.roles.broker.then(|| BrokerSide {
+                record,
+                registry: Arc::clone(&registry),
+                calls,
+            });
+            let thread = ControllerThread::start(
+                config.node_id,
+                cluster.clone(),
+                config.data_dir.clone(),
+                broker,
+            )?;
+            if let Err(e) = wait_until_ready(&thread, &stop) {
+                thread.stop();
+                return Err(e);
+            }
+            if !cluster.roles.broker {
+                tracing::info!(
+                    node_id = config.node_id,
+                    "controller only: serving no Kafka clients"
+                );
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                thread.stop();
+                return Ok(());
+            }
+            (registry, Some(thread))
+        }
+    };
+    let served = serve(config, registry, stop);
+    if let Some(thread) = controller {
+        thread.stop();
+    }
+    served
+}
+
+/// Random per process start (time and pid): tells the controller a restart from an
+/// impostor.
+fn incarnation() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}
+
+/// Waits until the controller thread says this host may serve (registered, metadata
+/// installed) or why it may not; gives up quietly when `stop` is set.
+fn wait_until_ready(thread: &ControllerThread, stop: &AtomicBool) -> Result<(), BrokerError> {
+    loop {
+        match thread
+            .ready
+            .recv_timeout(std::time::Duration::from_millis(100))
+        {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => return Err(e.into()),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if stop.load(std::sync::atomic::Ordering::Acquire) {
+                    return Err(ClusterError::Stopped.into());
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(ClusterError::Stopped.into())
+            }
+        }
+    }
+}
+
+/// Runs the shards until `stop`.
+fn serve(
+    config: BrokerConfig,
+    registry: Arc<TopicRegistry>,
+    stop: Arc<AtomicBool>,
+) -> Result<(), BrokerError> {
+    let producer_ids = Arc::new(ProducerIds::load(&config.data_dir, config.node_id)?);
     let offsets = Arc::new(OffsetStore::open(
         &config.data_dir.join("group-offsets"),
         1 << 30,

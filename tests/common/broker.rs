@@ -47,6 +47,11 @@ pub fn free_port() -> u16 {
 /// `n` consecutive free loopback ports, below Linux's ephemeral range: a connect to a
 /// port in that range with nothing listening can connect to itself and fake readiness.
 fn free_ports(n: usize) -> u16 {
+    free_ports_on(&["127.0.0.1"], n)
+}
+
+/// `n` consecutive ports free on every one of `ips` (the hosts of a test cluster).
+pub fn free_ports_on(ips: &[&str], n: usize) -> u16 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let seed = u64::from(std::process::id())
         ^ std::time::SystemTime::now()
@@ -55,7 +60,10 @@ fn free_ports(n: usize) -> u16 {
     for _ in 0..1000 {
         let i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let port = 20_000 + ((seed.wrapping_add(i * 104_729)) % 12_000) as u16;
-        if (0..n).all(|k| TcpListener::bind(("127.0.0.1", port + k as u16)).is_ok()) {
+        if ips
+            .iter()
+            .all(|ip| (0..n).all(|k| TcpListener::bind((*ip, port + k as u16)).is_ok()))
+        {
             return port;
         }
     }

@@ -3,6 +3,7 @@
 //! process ([`broker`]). Each test binary uses a part of them.
 
 pub mod broker;
+pub mod cluster;
 pub mod interop;
 pub mod kafka_client;
 pub mod loadgen;

@@ -1,0 +1,505 @@
+//! A voter of the controller quorum: its openraft node, the listener that serves Raft's
+//! messages and the hosts' requests, and the leader's fencing of silent hosts.
+//!
+//! Only the leader answers hosts (others say who leads): it checks each change against
+//! the metadata, places new partitions over the live hosts' shards and commits the
+//! change through Raft before it answers. Heartbeats are not logged: the leader keeps
+//! the time of each host's last one in memory and commits only the change of state
+//! (fenced after `session_timeout` of silence, unfenced on its next heartbeat), as
+//! KRaft does. A new leader gives every host a full session timeout before fencing.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::Path,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use openraft::{BasicNode, ServerState};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::{
+    config::{voters_text, ClusterConfig},
+    network::Network,
+    rpc::{
+        read_frame, write_frame, ClusterStatus, Heartbeat, HeartbeatReply, HostStatus,
+        Registration, Request, Response,
+    },
+    store::{Applied, LogStore, StateMachine, Store},
+    Raft,
+};
+use crate::metadata::{
+    cluster_state::{Command, MetadataChange, MetadataError},
+    placement::{host_of, node_id, shard_of, COORDINATOR_SLOTS},
+};
+
+/// Why a controller could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// Its LMDB store could not be opened.
+    #[error("controller store {path}: {source}")]
+    Store {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// LMDB's error.
+        #[source]
+        source: heed::Error,
+    },
+    /// openraft refused to start.
+    #[error("controller: {0}")]
+    Raft(String),
+    /// The controller listener could not be bound.
+    #[error("controller listener {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The socket error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How long a change may wait for the quorum before the host is told it is unavailable.
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a heartbeat is held waiting for newer metadata.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// How often the leader looks for hosts to fence.
+const FENCE_CHECK: Duration = Duration::from_millis(250);
+
+/// One voter.
+pub struct Controller {
+    id: u64,
+    raft: Raft,
+    published: tokio::sync::watch::Receiver<Arc<Applied>>,
+    config: ClusterConfig,
+    heartbeats: Mutex<HashMap<u32, Instant>>,
+}
+
+impl Controller {
+    /// Opens the store under `data_dir/controller`, starts the Raft node and, on a store
+    /// that never was, proposes the voter list as the first membership (every voter does
+    /// the same with the same list; Raft settles on one).
+    pub async fn start(
+        host: u32,
+        config: &ClusterConfig,
+        data_dir: &Path,
+    ) -> Result<Arc<Controller>, ControllerError> {
+        let dir = data_dir.join("controller");
+        let store = Store::open(&dir).map_err(|source| ControllerError::Store {
+            path: dir.clone(),
+            source,
+        })?;
+        let (tx, published) = tokio::sync::watch::channel(Arc::new(Applied::default()));
+        let machine = StateMachine::open(store.clone(), Arc::new(tx))
+            .map_err(|e| ControllerError::Raft(e.to_string()))?;
+        let raft_config = openraft::Config {
+            cluster_name: "weir".into(),
+            heartbeat_interval: 100,
+            // Generous for a loaded machine: a spurious election costs a second of
+            // metadata changes, never data.
+            election_timeout_min: 1000,
+            election_timeout_max: 2000,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(1000),
+            max_in_snapshot_log_to_keep: 100,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| ControllerError::Raft(e.to_string()))?;
+        let id = u64::from(host);
+        let raft = Raft::new(id, Arc::new(raft_config), Network, LogStore(store), machine)
+            .await
+            .map_err(|e| ControllerError::Raft(e.to_string()))?;
+        let initialized = raft
+            .is_initialized()
+            .await
+            .map_err(|e| ControllerError::Raft(e.to_string()))?;
+        if !initialized {
+            let members: BTreeMap<u64, BasicNode> = config
+                .voters
+                .iter()
+                .map(|v| (u64::from(v.id), BasicNode::new(v.addr.to_string())))
+                .collect();
+            if let Err(e) = raft.initialize(members).await {
+                tracing::debug!(error = %e, "controller quorum already initialised");
+            }
+        }
+        Ok(Arc::new(Controller {
+            id,
+            raft,
+            published,
+            config: config.clone(),
+            heartbeats: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// Serves the controller listener until the runtime stops.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let me = Arc::clone(&self);
+                    tokio::spawn(async move { me.connection(stream).await });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "controller accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    /// Stops the Raft node.
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "controller did not stop cleanly");
+        }
+    }
+
+    async fn connection(self: Arc<Self>, mut stream: TcpStream) {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "controller connection: no TCP_NODELAY");
+        }
+        loop {
+            let request = match read_frame::<Request>(&mut stream).await {
+                Ok(Some(r)) => r,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::debug!(error = %e, "controller connection closed on a bad frame");
+                    return;
+                }
+            };
+            let response = self.handle(request).await;
+            if write_frame(&mut stream, &response).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn handle(&self, request: Request) -> Response {
+        match request {
+            Request::AppendEntries(r) => Response::AppendEntries(self.raft.append_entries(r).await),
+            Request::Vote(r) => Response::Vote(self.raft.vote(r).await),
+            Request::InstallSnapshot(r) => {
+                Response::InstallSnapshot(self.raft.install_snapshot(r).await)
+            }
+            Request::Register(r) => Response::Registered(self.register(r).await),
+            Request::Heartbeat(h) => Response::Heartbeat(self.heartbeat(h).await),
+            Request::Change(c) => Response::Changed(self.change(c).await),
+            Request::Status => Response::Status(self.status()),
+        }
+    }
+
+    fn applied(&self) -> Arc<Applied> {
+        Arc::clone(&self.published.borrow())
+    }
+
+    fn is_leader(&self) -> bool {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        m.state == ServerState::Leader && m.current_leader == Some(self.id)
+    }
+
+    /// `Ok` on the leader; otherwise where the leader is.
+    fn leader_only(&self) -> Result<(), MetadataError> {
+        if self.is_leader() {
+            return Ok(());
+        }
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let leader = m
+            .current_leader
+            .and_then(|l| m.membership_config.membership().get_node(&l).cloned())
+            .map(|n| n.addr);
+        Err(MetadataError::NotLeader { leader })
+    }
+
+    /// Commits `cmd` and returns its log index once applied here.
+    async fn propose(&self, cmd: Command) -> Result<u64, MetadataError> {
+        match tokio::time::timeout(COMMIT_TIMEOUT, self.raft.client_write(cmd)).await {
+            Err(_) => Err(MetadataError::Unavailable(format!(
+                "no majority of the voters committed the change within {COMMIT_TIMEOUT:?}"
+            ))),
+            Ok(Err(e)) => match e.forward_to_leader::<BasicNode>() {
+                Some(f) => Err(MetadataError::NotLeader {
+                    leader: f.leader_node.as_ref().map(|n| n.addr.clone()),
+                }),
+                None => Err(MetadataError::Unavailable(e.to_string())),
+            },
+            Ok(Ok(r)) => r.data.map(|()| r.log_id.index),
+        }
+    }
+
+    fn heard_within(&self, host: u32, within: Duration) -> bool {
+        self.heartbeats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&host)
+            .is_some_and(|t| t.elapsed() < within)
+    }
+
+    fn heard(&self, host: u32) {
+        self.heartbeats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(host, Instant::now());
+    }
+
+    async fn register(&self, r: Registration) -> Result<String, MetadataError> {
+        self.leader_only()?;
+        let ours = voters_text(&self.config.voters);
+        if r.voters != ours {
+            let why = format!(
+                "host {} was started with --controller-quorum-voters {} but the quorum is {ours}",
+                r.host, r.voters
+            );
+            tracing::warn!(host = r.host, "{why}");
+            return Err(MetadataError::Refused(why));
+        }
+        let applied = self.applied();
+        let state = &applied.state;
+        if let Some(theirs) = &r.cluster_id {
+            if !state.cluster_id.is_empty() && *theirs != state.cluster_id {
+                let why = format!(
+                    "host {}'s data directory belongs to cluster {theirs}; this is cluster {}",
+                    r.host, state.cluster_id
+                );
+                tracing::warn!(host = r.host, "{why}");
+                return Err(MetadataError::Refused(why));
+            }
+        }
+        if let Some(existing) = state.hosts.get(&r.host) {
+            let elsewhere =
+                existing.advertise != r.record.advertise || existing.port != r.record.port;
+            let live = !existing.fenced && self.heard_within(r.host, self.config.session_timeout);
+            if live && elsewhere && existing.incarnation != r.record.incarnation {
+                let why = format!(
+                    "node id {} is taken by the live host at {}:{}",
+                    r.host, existing.advertise, existing.port
+                );
+                tracing::warn!(host = r.host, "{why}");
+                return Err(MetadataError::Refused(why));
+            }
+        }
+        if state.cluster_id.is_empty() {
+            let id = r.cluster_id.clone().unwrap_or_else(new_cluster_id);
+            self.propose(Command::SetClusterId(id)).await?;
+        }
+        let mut record = r.record.clone();
+        record.fenced = false;
+        self.propose(Command::RegisterHost {
+            host: r.host,
+            record,
+        })
+        .await?;
+        self.heard(r.host);
+        for mut topic in r.legacy_topics {
+            if self.applied().state.topics.contains_key(&topic.name) {
+                tracing::warn!(host = r.host, topic = %topic.name, "a topic of that name exists; the host's copy is not imported");
+                continue;
+            }
+            let nodes: Vec<_> = r.record.nodes(r.host).collect();
+            if topic.placement.len() != topic.partitions as usize {
+                topic.placement =
+                    crate::metadata::placement::place(&nodes, &topic.name, 0..topic.partitions);
+            }
+            for n in &mut topic.placement {
+                *n = node_id(r.host, shard_of(*n));
+            }
+            tracing::info!(host = r.host, topic = %topic.name, "imported a single-host topic");
+            match self.propose(Command::CreateTopic(topic)).await {
+                Ok(_) | Err(MetadataError::AlreadyExists(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        tracing::info!(host = r.host, advertise = %r.record.advertise, port = r.record.port, shards = r.record.shards, "host registered");
+        Ok(self.applied().state.cluster_id.clone())
+    }
+
+    async fn heartbeat(&self, h: Heartbeat) -> Result<HeartbeatReply, MetadataError> {
+        self.leader_only()?;
+        let fenced = {
+            let applied = self.applied();
+            let record = applied
+                .state
+                .hosts
+                .get(&h.host)
+                .filter(|r| r.incarnation == h.incarnation)
+                .ok_or(MetadataError::NotRegistered(h.host))?;
+            record.fenced
+        };
+        self.heard(h.host);
+        if fenced {
+            tracing::info!(host = h.host, "host is back: unfenced");
+            self.propose(Command::SetFenced {
+                host: h.host,
+                fenced: false,
+            })
+            .await?;
+        }
+        let mut watch = self.published.clone();
+        if watch.borrow_and_update().version() <= h.known_version {
+            // Nothing new: hold the heartbeat until something is, or the interval ends.
+            let _ = tokio::time::timeout(POLL_INTERVAL, watch.changed()).await;
+        }
+        let applied = self.applied();
+        let version = applied.version();
+        Ok(HeartbeatReply {
+            version,
+            state: (version > h.known_version).then(|| applied.state.clone()),
+            leader: self.id as u32,
+        })
+    }
+
+    async fn change(&self, change: MetadataChange) -> Result<u64, MetadataError> {
+        self.leader_only()?;
+        let applied = self.applied();
+        let state = &applied.state;
+        let nodes = state.placeable_nodes();
+        let cmd = match change {
+            MetadataChange::CreateTopic {
+                name,
+                partitions,
+                configs,
+            } => {
+                if state.topics.contains_key(&name) {
+                    return Err(MetadataError::AlreadyExists(name));
+                }
+                if nodes.is_empty() {
+                    return Err(MetadataError::NoBrokers);
+                }
+                Command::CreateTopic(state.new_topic(&name, partitions, configs, 0))
+            }
+            MetadataChange::DeleteTopic(name) => Command::DeleteTopic(name),
+            MetadataChange::AddPartitions { name, partitions } => {
+                let t = state
+                    .topics
+                    .get(&name)
+                    .ok_or_else(|| MetadataError::Unknown(name.clone()))?;
+                if partitions <= t.partitions {
+                    return Err(MetadataError::CannotShrink {
+                        topic: name,
+                        current: t.partitions,
+                        asked: partitions,
+                    });
+                }
+                if nodes.is_empty() {
+                    return Err(MetadataError::NoBrokers);
+                }
+                let mut placement = t.placement.clone();
+                placement.extend(crate::metadata::placement::place(
+                    &nodes,
+                    &name,
+                    t.partitions..partitions,
+                ));
+                Command::AddPartitions { name, placement }
+            }
+            MetadataChange::SetConfigs { name, configs } => Command::SetConfigs { name, configs },
+            MetadataChange::EnsureCoordinators => {
+                if !state.coordinators.is_empty() {
+                    return Ok(applied.version());
+                }
+                if nodes.is_empty() {
+                    return Err(MetadataError::NoBrokers);
+                }
+                let table = (0..COORDINATOR_SLOTS)
+                    .map(|i| nodes[i % nodes.len()])
+                    .collect();
+                Command::SetCoordinators(table)
+            }
+        };
+        self.propose(cmd).await
+    }
+
+    fn status(&self) -> Result<ClusterStatus, MetadataError> {
+        self.leader_only()?;
+        let applied = self.applied();
+        let metrics = self.raft.metrics().borrow().clone();
+        let voters: Vec<(u64, String)> = metrics
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(id, n)| (*id, n.addr.clone()))
+            .collect();
+        let heartbeats = self
+            .heartbeats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let hosts = applied
+            .state
+            .hosts
+            .iter()
+            .map(|(id, record)| HostStatus {
+                host: *id,
+                record: record.clone(),
+                heartbeat_age_ms: heartbeats.get(id).map(|t| t.elapsed().as_millis() as u64),
+                partitions: applied
+                    .state
+                    .topics
+                    .values()
+                    .flat_map(|t| t.placement.iter())
+                    .filter(|n| host_of(**n) == *id)
+                    .count(),
+                voter: voters.iter().any(|(v, _)| *v == u64::from(*id)),
+            })
+            .collect();
+        Ok(ClusterStatus {
+            cluster_id: applied.state.cluster_id.clone(),
+            voters,
+            leader: self.id,
+            term: metrics.current_term,
+            version: applied.version(),
+            hosts,
+            topics: applied.state.topics.len(),
+        })
+    }
+
+    /// On the leader, fences every host silent for longer than the session timeout;
+    /// runs until the runtime stops.
+    pub async fn fence_silent_hosts(self: Arc<Self>) {
+        let mut was_leader = false;
+        loop {
+            tokio::time::sleep(FENCE_CHECK).await;
+            let leader = self.is_leader();
+            if leader && !was_leader {
+                // A new leader has heard from nobody yet: a full session from now.
+                let now = Instant::now();
+                let mut beats = self.heartbeats.lock().unwrap_or_else(|p| p.into_inner());
+                for host in self.applied().state.hosts.keys() {
+                    beats.insert(*host, now);
+                }
+            }
+            was_leader = leader;
+            if !leader {
+                continue;
+            }
+            let applied = self.applied();
+            for (host, record) in &applied.state.hosts {
+                if record.fenced || self.heard_within(*host, self.config.session_timeout) {
+                    continue;
+                }
+                tracing::warn!(host, timeout = ?self.config.session_timeout, "fencing a silent host: its partitions have no leader until it returns");
+                if let Err(e) = self
+                    .propose(Command::SetFenced {
+                        host: *host,
+                        fenced: true,
+                    })
+                    .await
+                {
+                    tracing::warn!(host, error = %e, "could not fence host");
+                }
+            }
+        }
+    }
+}
+
+/// A fresh cluster id: 16 hex digits of time and 8 of the process and a counter.
+fn new_cluster_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let salt = crc32c::crc32c(&(u64::from(std::process::id()) ^ nanos).to_le_bytes());
+    format!("{nanos:016x}{salt:08x}")
+}

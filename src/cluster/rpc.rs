@@ -1,0 +1,243 @@
+//! The controller's wire protocol: a request and its response as JSON, each framed by
+//! a 4-byte big-endian length, over one TCP connection per caller; requests on a
+//! connection are answered in order. It carries Raft's own messages between voters
+//! and the hosts' registrations, heartbeats, metadata changes and status queries.
+
+use std::time::Duration;
+
+use openraft::{
+    error::{InstallSnapshotError, RaftError},
+    raft::{
+        AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest,
+        InstallSnapshotResponse, VoteRequest, VoteResponse,
+    },
+};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+
+use super::TypeConfig;
+use crate::metadata::{
+    cluster_state::{ClusterState, HostRecord, MetadataChange, MetadataError},
+    registry::TopicInfo,
+};
+
+/// Largest frame accepted (a snapshot of a very large cluster's metadata fits).
+pub const FRAME_BYTES_MAX: usize = 64 << 20;
+
+/// A host introducing itself to the controller.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Registration {
+    /// Its node id.
+    pub host: u32,
+    /// Its endpoints and shards.
+    pub record: HostRecord,
+    /// The cluster its data directory belongs to, if it ever joined one.
+    pub cluster_id: Option<String>,
+    /// Its `--controller-quorum-voters`, as `voters_text` writes it.
+    pub voters: String,
+    /// Topics of a single-host data directory joining a cluster for the first time:
+    /// they stay on this host.
+    pub legacy_topics: Vec<TopicInfo>,
+}
+
+/// A host's heartbeat, which also asks for metadata newer than `known_version`: the
+/// controller holds it until there is some or a poll interval passed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// Its node id.
+    pub host: u32,
+    /// The incarnation it registered with.
+    pub incarnation: u64,
+    /// The metadata version it has.
+    pub known_version: u64,
+}
+
+/// The controller's answer to a heartbeat.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// The controller's metadata version.
+    pub version: u64,
+    /// The metadata, when newer than the host's.
+    pub state: Option<ClusterState>,
+    /// The controller leader's host node id.
+    pub leader: u32,
+}
+
+/// One host as `weir cluster status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostStatus {
+    /// Its node id.
+    pub host: u32,
+    /// Its registration.
+    pub record: HostRecord,
+    /// Milliseconds since its last heartbeat reached the leader (none yet: `None`).
+    pub heartbeat_age_ms: Option<u64>,
+    /// Partitions placed on it.
+    pub partitions: usize,
+    /// A voter of the quorum.
+    pub voter: bool,
+}
+
+/// The quorum and the hosts, as the controller leader sees them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    /// The cluster's id.
+    pub cluster_id: String,
+    /// The voters: id and controller address.
+    pub voters: Vec<(u64, String)>,
+    /// The leader's id.
+    pub leader: u64,
+    /// The leader's term.
+    pub term: u64,
+    /// The last log index applied.
+    pub version: u64,
+    /// Every registered host.
+    pub hosts: Vec<HostStatus>,
+    /// Topics and partitions.
+    pub topics: usize,
+}
+
+/// A request to a controller.
+#[derive(Debug, Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)]
+pub enum Request {
+    /// Raft: replicate entries.
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    /// Raft: ask for a vote.
+    Vote(VoteRequest<u64>),
+    /// Raft: a chunk of a snapshot.
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// A host registers.
+    Register(Registration),
+    /// A host heartbeats (and long-polls for metadata).
+    Heartbeat(Heartbeat),
+    /// A host asks for a metadata change.
+    Change(MetadataChange),
+    /// `weir cluster status`.
+    Status,
+}
+
+/// A controller's response, one variant per request.
+#[derive(Debug, Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)]
+pub enum Response {
+    /// To [`Request::AppendEntries`].
+    AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    /// To [`Request::Vote`].
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    /// To [`Request::InstallSnapshot`].
+    InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    /// To [`Request::Register`]: the cluster id.
+    Registered(Result<String, MetadataError>),
+    /// To [`Request::Heartbeat`].
+    Heartbeat(Result<HeartbeatReply, MetadataError>),
+    /// To [`Request::Change`]: the log index that applied it.
+    Changed(Result<u64, MetadataError>),
+    /// To [`Request::Status`].
+    Status(Result<ClusterStatus, MetadataError>),
+}
+
+/// Writes one frame.
+pub async fn write_frame<T: Serialize>(stream: &mut TcpStream, value: &T) -> std::io::Result<()> {
+    let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame).await
+}
+
+/// Reads one frame; `Ok(None)` at a clean end of stream.
+pub async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Result<Option<T>> {
+    let mut len = [0u8; 4];
+    match stream.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > FRAME_BYTES_MAX {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("frame of {len} bytes is over {FRAME_BYTES_MAX}"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).await?;
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// A connection to one controller, opened on first use and again after any failure.
+pub struct Client {
+    addr: String,
+    stream: Option<TcpStream>,
+}
+
+impl Client {
+    /// A client of the controller at `addr` (not yet connected).
+    pub fn new(addr: impl Into<String>) -> Client {
+        Client {
+            addr: addr.into(),
+            stream: None,
+        }
+    }
+
+    /// The controller's address.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Sends `request` and waits for its response, for at most `timeout`. On any
+    /// failure the connection is dropped, so the next call starts afresh.
+    pub async fn call(
+        &mut self,
+        request: &Request,
+        timeout: Duration,
+    ) -> std::io::Result<Response> {
+        let result = tokio::time::timeout(timeout, self.exchange(request)).await;
+        match result {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) => {
+                self.stream = None;
+                Err(e)
+            }
+            Err(_) => {
+                self.stream = None;
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("controller {} did not answer within {timeout:?}", self.addr),
+                ))
+            }
+        }
+    }
+
+    async fn exchange(&mut self, request: &Request) -> std::io::Result<Response> {
+        if self.stream.is_none() {
+            let stream = TcpStream::connect(&self.addr).await?;
+            stream.set_nodelay(true)?;
+            self.stream = Some(stream);
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(std::io::Error::other("not connected"));
+        };
+        write_frame(stream, request).await?;
+        read_frame(stream).await?.ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the controller closed the connection",
+            )
+        })
+    }
+}
+
+/// An answer of the wrong kind: a protocol error between two weir versions.
+pub fn unexpected(response: &Response) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("unexpected controller response {response:?}"),
+    )
+}

@@ -1,0 +1,390 @@
+//! The cluster's metadata as one value: the hosts and their shards, the topics with the
+//! node of every partition, and the table of group coordinators. The controller quorum
+//! replicates the [`Command`]s that change it; every voter applies them in log order
+//! with [`ClusterState::apply`], which is deterministic, so every voter holds the same
+//! value at the same log index.
+
+use std::{
+    collections::BTreeMap,
+    sync::atomic::{AtomicU64, Ordering},
+};
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    placement::{node_id, place, NodeId, ShardId},
+    topic::TopicInfo,
+    topic_config::TopicConfigs,
+};
+
+/// One host as it registered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRecord {
+    /// The host clients are told to connect to.
+    pub advertise: String,
+    /// Shard 0's port; shard `n` listens on `port + n`.
+    pub port: u16,
+    /// How many shards it runs.
+    pub shards: u32,
+    /// Random per process start: tells a restart of the same host from a second
+    /// process claiming its node id.
+    pub incarnation: u64,
+    /// Missed its session timeout: its partitions have no leader until it returns.
+    pub fenced: bool,
+}
+
+impl HostRecord {
+    /// The Kafka node ids of this host's shards.
+    pub fn nodes(&self, host: u32) -> impl Iterator<Item = NodeId> {
+        (0..self.shards as usize).map(move |s| node_id(host, ShardId(s)))
+    }
+}
+
+/// The metadata every host works from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterState {
+    /// Chosen once, by the first controller leader; a host remembers the cluster it
+    /// joined and refuses to join another.
+    pub cluster_id: String,
+    /// Every host that ever registered, by host node id.
+    pub hosts: BTreeMap<u32, HostRecord>,
+    /// Every topic, by name.
+    pub topics: BTreeMap<String, TopicInfo>,
+    /// The group coordinators: group `g` is coordinated by
+    /// `coordinators[coordinator_slot(g)]`. Empty until the first FindCoordinator.
+    pub coordinators: Vec<NodeId>,
+}
+
+/// Why metadata could not be changed or read. Travels between hosts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum MetadataError {
+    /// CreateTopics for a name in use.
+    #[error("topic {0} already exists")]
+    AlreadyExists(String),
+    /// A change to a topic that does not exist.
+    #[error("topic {0} does not exist")]
+    Unknown(String),
+    /// CreatePartitions that would not add partitions.
+    #[error("topic {topic} has {current} partitions; it can only grow (asked for {asked})")]
+    CannotShrink {
+        /// The topic.
+        topic: String,
+        /// Its partitions now.
+        current: u32,
+        /// What was asked.
+        asked: u32,
+    },
+    /// A topic config was refused.
+    #[error("{0}")]
+    InvalidConfig(String),
+    /// No live host has shards to place partitions on.
+    #[error("no live broker to place partitions on")]
+    NoBrokers,
+    /// A host was refused by the controller; it must not serve.
+    #[error("registration refused: {0}")]
+    Refused(String),
+    /// The host is not registered (or was replaced); it must register again.
+    #[error("host {0} is not registered")]
+    NotRegistered(u32),
+    /// The controller asked is not the leader; `leader` is the one it knows, if any.
+    #[error("not the controller leader (leader: {leader:?})")]
+    NotLeader {
+        /// The leader's controller address, when known.
+        leader: Option<String>,
+    },
+    /// The quorum could not commit the change in time (a majority is missing).
+    #[error("the controller quorum is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// A change a host asks the controller for. The controller leader checks it against the
+/// metadata, places what it creates and commits it as a [`Command`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum MetadataChange {
+    /// CreateTopics.
+    CreateTopic {
+        /// The name.
+        name: String,
+        /// How many partitions.
+        partitions: u32,
+        /// Checked config overrides.
+        configs: TopicConfigs,
+    },
+    /// DeleteTopics.
+    DeleteTopic(String),
+    /// CreatePartitions.
+    AddPartitions {
+        /// The topic.
+        name: String,
+        /// Its partition count after.
+        partitions: u32,
+    },
+    /// AlterConfigs / IncrementalAlterConfigs, already merged and checked.
+    SetConfigs {
+        /// The topic.
+        name: String,
+        /// Its new overrides.
+        configs: TopicConfigs,
+    },
+    /// Fill the group coordinator table if it is empty.
+    EnsureCoordinators,
+}
+
+/// One change to the cluster metadata: an entry of the controller's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Command {
+    /// Names the cluster; only the first one applies.
+    SetClusterId(String),
+    /// A host registers (or re-registers after a restart).
+    RegisterHost {
+        /// Its node id.
+        host: u32,
+        /// What it said about itself.
+        record: HostRecord,
+    },
+    /// A host missed its session timeout (`true`) or heartbeat again (`false`).
+    SetFenced {
+        /// Its node id.
+        host: u32,
+        /// Fenced or not.
+        fenced: bool,
+    },
+    /// A new topic, already placed.
+    CreateTopic(TopicInfo),
+    /// A topic is deleted.
+    DeleteTopic(String),
+    /// A topic grows: `placement` is the node of every partition, old ones unchanged.
+    AddPartitions {
+        /// The topic.
+        name: String,
+        /// Its new placement.
+        placement: Vec<NodeId>,
+    },
+    /// A topic's config overrides are replaced.
+    SetConfigs {
+        /// The topic.
+        name: String,
+        /// The new overrides.
+        configs: TopicConfigs,
+    },
+    /// The group coordinator table is set (once).
+    SetCoordinators(Vec<NodeId>),
+}
+
+impl ClusterState {
+    /// Applies one command. Deterministic: the outcome depends only on `self` and `cmd`.
+    /// A refused command changes nothing.
+    pub fn apply(&mut self, cmd: Command) -> Result<(), MetadataError> {
+        match cmd {
+            Command::SetClusterId(id) => {
+                if self.cluster_id.is_empty() {
+                    self.cluster_id = id;
+                }
+            }
+            Command::RegisterHost { host, record } => {
+                self.hosts.insert(host, record);
+            }
+            Command::SetFenced { host, fenced } => {
+                let h = self
+                    .hosts
+                    .get_mut(&host)
+                    .ok_or(MetadataError::NotRegistered(host))?;
+                h.fenced = fenced;
+            }
+            Command::CreateTopic(info) => {
+                if self.topics.contains_key(&info.name) {
+                    return Err(MetadataError::AlreadyExists(info.name));
+                }
+                self.topics.insert(info.name.clone(), info);
+            }
+            Command::DeleteTopic(name) => {
+                self.topics
+                    .remove(&name)
+                    .ok_or(MetadataError::Unknown(name))?;
+            }
+            Command::AddPartitions { name, placement } => {
+                let t = self
+                    .topics
+                    .get_mut(&name)
+                    .ok_or_else(|| MetadataError::Unknown(name.clone()))?;
+                let asked = placement.len() as u32;
+                if asked <= t.partitions || placement[..t.placement.len()] != t.placement[..] {
+                    return Err(MetadataError::CannotShrink {
+                        topic: name,
+                        current: t.partitions,
+                        asked,
+                    });
+                }
+                t.partitions = asked;
+                t.placement = placement;
+            }
+            Command::SetConfigs { name, configs } => {
+                let t = self
+                    .topics
+                    .get_mut(&name)
+                    .ok_or(MetadataError::Unknown(name))?;
+                t.configs = configs;
+            }
+            Command::SetCoordinators(nodes) => {
+                if self.coordinators.is_empty() {
+                    self.coordinators = nodes;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The nodes partitions may be placed on: every shard of every live host,
+    /// shard-major (every host's shard 0 first), so consecutive partitions of a topic
+    /// land on different hosts.
+    pub fn placeable_nodes(&self) -> Vec<NodeId> {
+        let live: Vec<(u32, &HostRecord)> = self
+            .hosts
+            .iter()
+            .filter(|(_, h)| !h.fenced)
+            .map(|(id, h)| (*id, h))
+            .collect();
+        let deepest = live.iter().map(|(_, h)| h.shards).max().unwrap_or(0);
+        (0..deepest as usize)
+            .flat_map(|s| {
+                live.iter()
+                    .filter(move |(_, h)| (s as u32) < h.shards)
+                    .map(move |(id, _)| node_id(*id, ShardId(s)))
+            })
+            .collect()
+    }
+
+    /// A new topic with a fresh id, placed over the live nodes (or, when there are
+    /// none, over host `fallback_host`'s).
+    pub fn new_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        configs: TopicConfigs,
+        fallback_host: u32,
+    ) -> TopicInfo {
+        let mut nodes = self.placeable_nodes();
+        if nodes.is_empty() {
+            nodes = self
+                .hosts
+                .get(&fallback_host)
+                .map(|h| h.nodes(fallback_host).collect())
+                .unwrap_or_default();
+        }
+        TopicInfo {
+            name: name.to_string(),
+            id: fresh_id(name),
+            partitions,
+            configs,
+            placement: place(&nodes, name, 0..partitions),
+        }
+    }
+
+    /// The host record of the host node `node` belongs to, when it is live.
+    pub fn live_host_of(&self, node: NodeId) -> Option<&HostRecord> {
+        let host = super::placement::host_of(node);
+        self.hosts
+            .get(&host)
+            .filter(|h| !h.fenced && (super::placement::shard_of(node).0 as u32) < h.shards)
+    }
+}
+
+/// A topic id unique across creations: the name's CRC, the time in nanoseconds and a
+/// process-wide counter, laid out as a version-4-style UUID.
+fn fresh_id(name: &str) -> [u8; 16] {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&nanos.to_be_bytes());
+    id[8..12].copy_from_slice(&crc32c::crc32c(name.as_bytes()).to_be_bytes());
+    id[12..].copy_from_slice(&(n as u32).to_be_bytes());
+    id[6] = (id[6] & 0x0f) | 0x40;
+    id[8] = (id[8] & 0x3f) | 0x80;
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(shards: u32) -> HostRecord {
+        HostRecord {
+            advertise: "127.0.0.1".into(),
+            port: 9092,
+            shards,
+            incarnation: 1,
+            fenced: false,
+        }
+    }
+
+    fn topic(name: &str, placement: Vec<NodeId>) -> TopicInfo {
+        TopicInfo {
+            name: name.into(),
+            id: [1; 16],
+            partitions: placement.len() as u32,
+            configs: TopicConfigs::new(),
+            placement,
+        }
+    }
+
+    #[test]
+    fn placeable_nodes_interleave_hosts_and_skip_fenced_ones() {
+        let mut s = ClusterState::default();
+        for (id, shards) in [(1, 2), (2, 1), (3, 2)] {
+            s.apply(Command::RegisterHost {
+                host: id,
+                record: host(shards),
+            })
+            .expect("register");
+        }
+        assert_eq!(s.placeable_nodes(), [1024, 2048, 3072, 1025, 3073]);
+        s.apply(Command::SetFenced {
+            host: 2,
+            fenced: true,
+        })
+        .expect("fence");
+        assert_eq!(s.placeable_nodes(), [1024, 3072, 1025, 3073]);
+        assert!(s.live_host_of(2048).is_none());
+        assert!(s.live_host_of(1025).is_some());
+        assert!(s.live_host_of(1026).is_none(), "host 1 has two shards");
+    }
+
+    #[test]
+    fn refused_commands_change_nothing() {
+        let mut s = ClusterState::default();
+        s.apply(Command::CreateTopic(topic("t", vec![0, 1])))
+            .expect("create");
+        let before = s.clone();
+        for refused in [
+            Command::CreateTopic(topic("t", vec![0])),
+            Command::DeleteTopic("missing".into()),
+            Command::AddPartitions {
+                name: "t".into(),
+                placement: vec![0],
+            },
+            Command::AddPartitions {
+                name: "t".into(),
+                placement: vec![1, 1, 0],
+            },
+            Command::SetFenced {
+                host: 9,
+                fenced: true,
+            },
+        ] {
+            assert!(s.apply(refused).is_err());
+            assert_eq!(s, before);
+        }
+        s.apply(Command::AddPartitions {
+            name: "t".into(),
+            placement: vec![0, 1, 0],
+        })
+        .expect("grow");
+        assert_eq!(s.topics["t"].partitions, 3);
+        s.apply(Command::SetClusterId("a".into())).expect("id");
+        s.apply(Command::SetClusterId("b".into())).expect("id");
+        assert_eq!(s.cluster_id, "a", "the first cluster id stays");
+    }
+}

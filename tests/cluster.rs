@@ -1,0 +1,527 @@
+//! Several real `weir serve` hosts on loopback addresses as one cluster (Cluster I): one
+//! metadata view from every host, clients of every kind served across hosts, groups
+//! coordinated anywhere, a controller quorum that survives losing a minority and a
+//! whole restart, hosts that join, get fenced and return, a single host's data
+//! directory joining as a cluster, and the refusals.
+
+#[allow(dead_code)]
+mod common;
+
+use std::{process::Command, time::Duration};
+
+use common::{
+    broker::Broker,
+    cluster::{Cluster, Host},
+    interop::{python, script},
+    run_with_input, scratch_dir,
+};
+
+fn kcat(args: &[&str], input: Option<&str>) -> String {
+    let out = run_with_input(
+        Command::new("timeout").arg("60").arg("kcat").args(args),
+        input.map(str::as_bytes),
+        "kcat (installed by tests/run-all.sh)",
+    );
+    assert!(
+        out.status.success(),
+        "kcat {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn produce(bootstrap: &str, topic: &str, from: usize, n: usize) {
+    let lines: String = (from..from + n).map(|i| format!("k{i}:v{i}\n")).collect();
+    kcat(
+        &["-b", bootstrap, "-t", topic, "-P", "-K:", "-X", "acks=all"],
+        Some(&lines),
+    );
+}
+
+fn count(bootstrap: &str, topic: &str) -> usize {
+    kcat(&["-b", bootstrap, "-t", topic, "-C", "-e", "-q"], None)
+        .lines()
+        .count()
+}
+
+fn interop(name: &str, args: &[&str], cluster: &Cluster) {
+    let out = Command::new("timeout")
+        .arg("180")
+        .arg(python())
+        .arg(script(name))
+        .args(args)
+        .output()
+        .expect("run python");
+    let logs: String = cluster
+        .hosts
+        .iter()
+        .map(|h| format!("--- host {}\n{}", h.id, h.log()))
+        .collect();
+    assert!(
+        out.status.success(),
+        "{name} failed:\n{}\n{}\n{logs}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// The hosts (by node id / 1024) leading the partitions of `topic`, as `kcat -L` says.
+fn leader_hosts(bootstrap: &str, topic: &str) -> Vec<i64> {
+    kcat(&["-b", bootstrap, "-L", "-t", topic], None)
+        .lines()
+        .filter_map(|l| l.split("leader ").nth(1))
+        .map(|l| {
+            l.split(',')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .parse::<i64>()
+                .expect("leader")
+        })
+        .map(|node| if node < 0 { -1 } else { node / 1024 })
+        .collect()
+}
+
+/// A group name whose coordinator is on host `host`.
+fn group_coordinated_by(cluster: &Cluster, bootstrap: &str, host: i64) -> String {
+    for i in 0..200 {
+        let group = format!("workers-{i}");
+        let (ok, out) = cluster.weir(&["groups", "--bootstrap", bootstrap, "describe", &group]);
+        assert!(ok, "{out}");
+        let node: i64 = out
+            .split("coordinator ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no coordinator in {out}"));
+        if node / 1024 == host {
+            return group;
+        }
+    }
+    panic!("no group coordinated by host {host}");
+}
+
+#[test]
+fn three_hosts_serve_one_cluster_to_every_client() {
+    let mut cluster = Cluster::start(3, 2);
+    let metadata = cluster.converged_metadata(Duration::from_secs(15));
+    assert!(metadata.contains("6 brokers"), "{metadata}");
+    for node in [1024, 1025, 2048, 2049, 3072, 3073] {
+        assert!(
+            metadata.contains(&format!("broker {node} at ")),
+            "{metadata}"
+        );
+    }
+    let b1 = cluster.host(1).bootstrap();
+    let b2 = cluster.host(2).bootstrap();
+    let (ok, out) = cluster.weir(&[
+        "topics",
+        "--bootstrap",
+        &b2,
+        "create",
+        "spread",
+        "--partitions",
+        "6",
+    ]);
+    assert!(ok, "{out}");
+    let mut hosts = leader_hosts(&b1, "spread");
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        [1, 1, 2, 2, 3, 3],
+        "partitions spread evenly over every shard"
+    );
+    produce(&b2, "spread", 0, 600);
+    assert_eq!(count(&cluster.host(3).bootstrap(), "spread"), 600);
+    let (ok, out) = cluster.weir(&["topics", "--bootstrap", &b1, "describe", "spread"]);
+    assert!(ok && out.contains("REPLICAS"), "{out}");
+
+    interop(
+        "kafka_python_roundtrip.py",
+        &[&b1, "kp-cluster", "500"],
+        &cluster,
+    );
+    interop(
+        "confluent_kafka_roundtrip.py",
+        &[&b2, "ck-cluster", "500"],
+        &cluster,
+    );
+
+    // A group whose coordinator is on host 3, used through host 1; its members and its
+    // coordinator's host restart between the phases.
+    let group = group_coordinated_by(&cluster, &b1, 3);
+    let keys = cluster.dir.path().join("keys");
+    let keys = keys.to_str().expect("utf-8 path");
+    interop(
+        "cluster_group.py",
+        &["first", &b1, "grouped", &group, "600", keys],
+        &cluster,
+    );
+    let coordinator = cluster.host(3);
+    coordinator.kill();
+    coordinator.spawn();
+    coordinator.wait_serving();
+    interop(
+        "cluster_group.py",
+        &["second", &b1, "grouped", &group, "600", keys],
+        &cluster,
+    );
+    cluster.converged_metadata(Duration::from_secs(15));
+}
+
+#[test]
+fn the_quorum_survives_a_minority_and_a_whole_restart() {
+    let mut cluster = Cluster::start(3, 1);
+    let b = |c: &mut Cluster, id: u32| c.host(id).bootstrap();
+    let b1 = b(&mut cluster, 1);
+    let (ok, out) = cluster.weir(&[
+        "topics",
+        "--bootstrap",
+        &b1,
+        "create",
+        "kept",
+        "--partitions",
+        "3",
+    ]);
+    assert!(ok, "{out}");
+    produce(&b1, "kept", 0, 300);
+    let (ok, out) = cluster.weir(&[
+        "groups",
+        "--bootstrap",
+        &b1,
+        "reset-offsets",
+        "kept-group",
+        "--topic",
+        "kept",
+        "--to-offset",
+        "7",
+    ]);
+    assert!(ok, "{out}");
+
+    // A non-leader voter, then the leader: 2 of 3 still create topics.
+    for round in 0..2 {
+        let leader = cluster.leader();
+        let victim = if round == 0 { leader % 3 + 1 } else { leader };
+        cluster.host(victim).kill();
+        let alive = b(&mut cluster, victim % 3 + 1);
+        let name = format!("two-of-three-{round}");
+        let started = std::time::Instant::now();
+        let (ok, out) = cluster.weir(&[
+            "topics",
+            "--bootstrap",
+            &alive,
+            "create",
+            &name,
+            "--partitions",
+            "2",
+        ]);
+        assert!(ok, "round {round}: {out}");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "created in {:?}",
+            started.elapsed()
+        );
+        let host = cluster.host(victim);
+        host.spawn();
+        host.wait_serving();
+        cluster.converged_metadata(Duration::from_secs(15));
+    }
+
+    // A majority lost: no metadata changes, but the survivor still serves its partitions.
+    let survivor = cluster.leader() % 3 + 1;
+    for id in (1..=3).filter(|id| *id != survivor) {
+        cluster.host(id).kill();
+    }
+    let alive = b(&mut cluster, survivor);
+    let (ok, out) = cluster.weir(&[
+        "topics",
+        "--bootstrap",
+        &alive,
+        "create",
+        "no-quorum",
+        "--partitions",
+        "1",
+    ]);
+    assert!(!ok, "a topic was created without a quorum: {out}");
+    assert!(
+        out.contains("RequestTimedOut")
+            || out.contains("NotController")
+            || out.contains("timed out")
+            || out.contains("controller"),
+        "{out}"
+    );
+    let local = leader_hosts(&alive, "kept")
+        .iter()
+        .position(|h| *h == i64::from(survivor))
+        .expect("the survivor leads a partition of kept");
+    let line = "survivor:still-served\n";
+    kcat(
+        &[
+            "-b",
+            &alive,
+            "-t",
+            "kept",
+            "-P",
+            "-K:",
+            "-p",
+            &local.to_string(),
+        ],
+        Some(line),
+    );
+    for id in (1..=3).filter(|id| *id != survivor) {
+        cluster.host(id).spawn();
+    }
+    for h in &mut cluster.hosts {
+        h.wait_serving();
+    }
+    let before = cluster.converged_metadata(Duration::from_secs(20));
+
+    // Every host killed at once and restarted: the same metadata, messages and offsets.
+    for h in &mut cluster.hosts {
+        h.kill();
+    }
+    for h in &mut cluster.hosts {
+        h.spawn();
+    }
+    for h in &mut cluster.hosts {
+        h.wait_serving();
+    }
+    let after = cluster.converged_metadata(Duration::from_secs(20));
+    assert_eq!(
+        after.replace(" (controller)", ""),
+        before.replace(" (controller)", "")
+    );
+    assert_eq!(count(&b1, "kept"), 301);
+    let (ok, out) = cluster.weir(&["groups", "--bootstrap", &b1, "describe", "kept-group"]);
+    assert!(ok, "{out}");
+    let committed: Vec<&str> = out.lines().filter(|l| l.starts_with("kept\t")).collect();
+    assert_eq!(committed.len(), 3, "{out}");
+    assert!(
+        committed.iter().all(|l| l.split('\t').nth(2) == Some("7")),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_broker_only_host_joins_and_a_silent_host_is_fenced_then_refusals() {
+    let mut cluster = Cluster::start(3, 1);
+    let b1 = cluster.host(1).bootstrap();
+    cluster.add_broker(4, 1);
+    let status = cluster.status();
+    let host4 = status["hosts"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .find(|h| h["host"] == 4)
+        .expect("host 4 registered")
+        .clone();
+    assert_eq!(host4["voter"], false);
+    let (ok, out) = cluster.weir(&[
+        "topics",
+        "--bootstrap",
+        &b1,
+        "create",
+        "wide",
+        "--partitions",
+        "8",
+    ]);
+    assert!(ok, "{out}");
+    let hosts = leader_hosts(&b1, "wide");
+    assert_eq!(
+        hosts.iter().filter(|h| **h == 4).count(),
+        2,
+        "new topics use host 4: {hosts:?}"
+    );
+
+    // Silent for longer than the session timeout (2 s): fenced, its partitions leaderless.
+    cluster.host(4).signal("STOP");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !leader_hosts(&b1, "wide").contains(&-1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host 4 was never fenced"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let controller = cluster.host(1).controller();
+    let (ok, out) = cluster.weir(&["cluster", "status", "--controller", &controller]);
+    assert!(ok && out.contains("fenced"), "{out}");
+    cluster.host(4).signal("CONT");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while leader_hosts(&b1, "wide").contains(&-1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host 4 never came back"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Refusals: a second host claiming node id 4, a host with another voter list, a data
+    // directory of another cluster; then a replication factor above 1.
+    let impostor = cluster.unstarted_host(5, 1, &[]);
+    refused_start(
+        &impostor,
+        &[("--node-id", "4".into())],
+        "node id 4 is taken",
+    );
+    let other = cluster.unstarted_host(6, 1, &[]);
+    let first_voter = cluster.host(1).controller();
+    let voters = format!("1@{first_voter}");
+    refused_start(
+        &other,
+        &[("--controller-quorum-voters", voters)],
+        "the quorum is",
+    );
+    let stranger = cluster.unstarted_host(7, 1, &[]);
+    std::fs::create_dir_all(&stranger.data_dir).expect("dir");
+    std::fs::write(
+        stranger.data_dir.join("cluster.json"),
+        r#"{"cluster_id":"another-cluster","node_id":7}"#,
+    )
+    .expect("identity");
+    refused_start(&stranger, &[], "belongs to cluster another-cluster");
+
+    interop("cluster_refusals.py", &[&b1], &cluster);
+}
+
+#[test]
+fn a_single_host_data_directory_joins_as_a_one_host_cluster() {
+    let dir = scratch_dir();
+    let data = dir.path().join("data");
+    let mut single = Broker::start(&data, 2, &[]);
+    let b = single.bootstrap();
+    let (ok, out) = run_weir(&[
+        "topics",
+        "--bootstrap",
+        &b,
+        "create",
+        "legacy",
+        "--partitions",
+        "4",
+    ]);
+    assert!(ok, "{out}");
+    produce(&b, "legacy", 0, 200);
+    let (ok, out) = run_weir(&[
+        "groups",
+        "--bootstrap",
+        &b,
+        "reset-offsets",
+        "legacy-group",
+        "--topic",
+        "legacy",
+        "--to-offset",
+        "3",
+    ]);
+    assert!(ok, "{out}");
+    let placed = leader_hosts_nodes(&b, "legacy");
+    single.stop();
+    drop(single);
+
+    let port = common::broker::free_port();
+    let controller = common::broker::free_port();
+    let mut host = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("serve")
+        .args(["--node-id", "1"])
+        .args([
+            "--controller-quorum-voters",
+            &format!("1@127.0.0.1:{controller}"),
+        ])
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--shards",
+            "2",
+            "--cores",
+            "0,1",
+        ])
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--metrics-listen", "off"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start");
+    let b = format!("127.0.0.1:{port}");
+    let addr: std::net::SocketAddr = b.parse().expect("addr");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !common::broker::answers_api_versions(addr) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upgraded host did not serve"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let upgraded = leader_hosts_nodes(&b, "legacy");
+    assert_eq!(
+        upgraded,
+        placed.iter().map(|n| 1024 + n).collect::<Vec<_>>(),
+        "every partition stays on the shard that holds its data"
+    );
+    assert_eq!(count(&b, "legacy"), 200);
+    let (ok, out) = run_weir(&["groups", "--bootstrap", &b, "describe", "legacy-group"]);
+    let committed: Vec<&str> = out.lines().filter(|l| l.starts_with("legacy\t")).collect();
+    assert!(ok && committed.len() == 4, "{out}");
+    assert!(
+        committed.iter().all(|l| l.split('\t').nth(2) == Some("3")),
+        "{out}"
+    );
+    let _ = host.kill();
+    let _ = host.wait();
+}
+
+/// Runs `host`'s command line with some flags' values replaced and asserts it exits
+/// non-zero saying `why`.
+fn refused_start(host: &Host, replace: &[(&str, String)], why: &str) {
+    let mut args: Vec<String> = host
+        .command()
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    for (flag, value) in replace {
+        let at = args.iter().position(|a| a == flag).expect("flag") + 1;
+        args[at] = value.clone();
+    }
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .args(&args)
+        .output()
+        .expect("run weir");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{why}: the host started: {text}");
+    assert!(text.contains(why), "expected {why:?}: {text}");
+}
+
+fn run_weir(args: &[&str]) -> (bool, String) {
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .output()
+        .expect("run weir");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The leader node of each partition of `topic`, in partition order.
+fn leader_hosts_nodes(bootstrap: &str, topic: &str) -> Vec<i64> {
+    kcat(&["-b", bootstrap, "-L", "-t", topic], None)
+        .lines()
+        .filter_map(|l| l.split("leader ").nth(1))
+        .map(|l| {
+            l.split(',')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .parse::<i64>()
+                .expect("leader")
+        })
+        .collect()
+}

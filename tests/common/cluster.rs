@@ -1,0 +1,309 @@
+//! Several real `weir serve` hosts on this machine as one cluster: host `n` listens on
+//! loopback address `127.0.0.n` (the same ports on each), voters run the controller,
+//! and each host keeps its data directory and log under one scratch directory. Hosts
+//! can be killed (SIGKILL), paused (SIGSTOP) and restarted; everything is killed on
+//! drop. Cluster II's replication tests build on this.
+
+use std::{
+    net::SocketAddr,
+    path::PathBuf,
+    process::{Child, Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use super::broker::{answers_api_versions, free_ports_on};
+
+/// How long a host may take to register and serve.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One host of a test cluster.
+pub struct Host {
+    /// Its node id; it listens on `127.0.0.<id>`.
+    pub id: u32,
+    /// Shard 0's port.
+    pub port: u16,
+    /// Its shards.
+    pub shards: usize,
+    /// Its data directory.
+    pub data_dir: PathBuf,
+    /// A voter (runs the controller) or a broker only.
+    pub voter: bool,
+    controller_port: u16,
+    voters: String,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Host {
+    /// `127.0.0.<id>`.
+    pub fn ip(&self) -> String {
+        format!("127.0.0.{}", self.id)
+    }
+
+    /// Shard 0's address, a bootstrap address for clients.
+    pub fn bootstrap(&self) -> String {
+        format!("{}:{}", self.ip(), self.port)
+    }
+
+    /// Its controller's address (voters only).
+    pub fn controller(&self) -> String {
+        format!("{}:{}", self.ip(), self.controller_port)
+    }
+
+    /// The `weir serve` command line of this host.
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+        c.arg("serve")
+            .args(["--node-id", &self.id.to_string()])
+            .args(["--controller-quorum-voters", &self.voters])
+            .args(["--listen", &self.bootstrap()])
+            .args(["--advertise", &self.ip()])
+            .args(["--shards", &self.shards.to_string()])
+            .args(["--cores", &cores(self.shards)])
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["--metrics-listen", "off", "--session-timeout", "2s"])
+            .args(&self.extra)
+            .stdout(self.log_file())
+            .stderr(self.log_file());
+        c
+    }
+
+    fn log_file(&self) -> Stdio {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.data_dir.with_extension("log"))
+            .map_or(Stdio::null(), Stdio::from)
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.with_extension("log")).unwrap_or_default()
+    }
+
+    /// Starts the process (without waiting for it to serve).
+    pub fn spawn(&mut self) {
+        assert!(self.child.is_none(), "host {} is running", self.id);
+        self.child = Some(self.command().spawn().expect("start weir"));
+    }
+
+    /// Waits until every shard answers; panics with the log if the process exits.
+    pub fn wait_serving(&mut self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        for s in 0..self.shards {
+            let addr: SocketAddr = format!("{}:{}", self.ip(), self.port + s as u16)
+                .parse()
+                .expect("addr");
+            while !answers_api_versions(addr) {
+                if let Some(status) = self
+                    .child
+                    .as_mut()
+                    .and_then(|c| c.try_wait().ok().flatten())
+                {
+                    panic!("host {} exited at start: {status}\n{}", self.id, self.log());
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "host {} did not serve {addr} within {START_TIMEOUT:?}\n{}",
+                    self.id,
+                    self.log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// Kills the process with SIGKILL and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends `signal` (e.g. `STOP`, `CONT`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let ok = Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -{signal} {pid}");
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_ref() {
+            // A paused process cannot die of SIGKILL until it is continued.
+            let _ = Command::new("kill")
+                .args(["-CONT", &c.id().to_string()])
+                .status();
+        }
+        self.kill();
+    }
+}
+
+/// `0,1,…`: shard `n` on core `n` modulo the machine's cores.
+fn cores(shards: usize) -> String {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (0..shards)
+        .map(|s| (s % cpus).to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A running test cluster.
+pub struct Cluster {
+    /// Its hosts, by position (host `n` is `hosts[n - 1]` while ids are dense).
+    pub hosts: Vec<Host>,
+    /// Where the data directories and logs are.
+    pub dir: tempfile::TempDir,
+    voters: String,
+    port: u16,
+    controller_port: u16,
+}
+
+impl Cluster {
+    /// Starts `voters` voter hosts (ids 1..=voters) of `shards` shards each and waits
+    /// until all of them serve.
+    pub fn start(voters: u32, shards: usize) -> Cluster {
+        let ips: Vec<String> = (1..=8).map(|n| format!("127.0.0.{n}")).collect();
+        let ip_refs: Vec<&str> = ips.iter().map(String::as_str).collect();
+        let port = free_ports_on(&ip_refs, 4);
+        let controller_port = free_ports_on(&ip_refs, 1);
+        let voter_list = (1..=voters)
+            .map(|id| format!("{id}@127.0.0.{id}:{controller_port}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = Cluster {
+            hosts: Vec::new(),
+            dir: super::scratch_dir(),
+            voters: voter_list,
+            port,
+            controller_port,
+        };
+        for id in 1..=voters {
+            cluster.hosts.push(cluster.new_host(id, shards, true));
+        }
+        for h in &mut cluster.hosts {
+            h.spawn();
+        }
+        for h in &mut cluster.hosts {
+            h.wait_serving();
+        }
+        cluster
+    }
+
+    fn new_host(&self, id: u32, shards: usize, voter: bool) -> Host {
+        Host {
+            id,
+            port: self.port,
+            shards,
+            data_dir: self.dir.path().join(format!("host-{id}")),
+            voter,
+            controller_port: self.controller_port,
+            voters: self.voters.clone(),
+            extra: Vec::new(),
+            child: None,
+        }
+    }
+
+    /// A host with this cluster's voter list that is not started, for tests that start
+    /// it themselves (with odd flags, or expecting a refusal).
+    pub fn unstarted_host(&self, id: u32, shards: usize, extra: &[&str]) -> Host {
+        let mut h = self.new_host(id, shards, false);
+        h.extra = extra.iter().map(|s| s.to_string()).collect();
+        h
+    }
+
+    /// Adds broker-only host `id` and waits until it serves.
+    pub fn add_broker(&mut self, id: u32, shards: usize) -> &mut Host {
+        let mut h = self.new_host(id, shards, false);
+        h.spawn();
+        h.wait_serving();
+        self.hosts.push(h);
+        self.hosts.last_mut().expect("just pushed")
+    }
+
+    /// Host `id`.
+    pub fn host(&mut self, id: u32) -> &mut Host {
+        self.hosts
+            .iter_mut()
+            .find(|h| h.id == id)
+            .expect("no such host")
+    }
+
+    /// Runs the `weir` CLI; returns whether it succeeded and its output.
+    pub fn weir(&self, args: &[&str]) -> (bool, String) {
+        let out: Output = Command::new("timeout")
+            .arg("60")
+            .arg(env!("CARGO_BIN_EXE_weir"))
+            .args(args)
+            .output()
+            .expect("run weir");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+
+    /// `weir cluster status --json`, asked of the first running voter that answers.
+    pub fn status(&self) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            for h in self.hosts.iter().filter(|h| h.voter && h.child.is_some()) {
+                let (ok, out) = self.weir(&[
+                    "cluster",
+                    "status",
+                    "--controller",
+                    &h.controller(),
+                    "--json",
+                ]);
+                if ok {
+                    return serde_json::from_str(&out).expect("status JSON");
+                }
+            }
+            assert!(Instant::now() < deadline, "no controller answered status");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The controller leader's host id.
+    pub fn leader(&self) -> u32 {
+        self.status()["leader"].as_u64().expect("leader") as u32
+    }
+
+    /// Every running host's `kcat -L` answer without its first line (which names the
+    /// broker that answered), once they all agree; panics after `within`.
+    pub fn converged_metadata(&self, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let answers: Vec<String> = self
+                .hosts
+                .iter()
+                .filter(|h| h.child.is_some())
+                .map(|h| {
+                    let out = Command::new("timeout")
+                        .args(["20", "kcat", "-b", &h.bootstrap(), "-L"])
+                        .output()
+                        .expect("kcat");
+                    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                    text.lines().skip(1).collect::<Vec<_>>().join("\n")
+                })
+                .collect();
+            if !answers[0].is_empty() && answers.iter().all(|a| *a == answers[0]) {
+                return answers[0].clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "hosts disagree on metadata after {within:?}: {answers:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}

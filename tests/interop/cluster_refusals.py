@@ -1,0 +1,16 @@
+"""A cluster refuses a replication factor above 1 (until replication exists), with
+Kafka's error and a message that says why. Usage: cluster_refusals.py BOOTSTRAP"""
+import sys
+
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import InvalidReplicationFactorError
+
+admin = KafkaAdminClient(bootstrap_servers=sys.argv[1], request_timeout_ms=20000)
+try:
+    admin.create_topics([NewTopic("replicated", num_partitions=3, replication_factor=3)])
+    raise AssertionError("replication factor 3 was accepted")
+except InvalidReplicationFactorError as e:
+    assert "replication is not available yet" in str(e), e
+assert "replicated" not in admin.list_topics()
+admin.close()
+print("replication factor 3 refused")
