@@ -531,3 +531,28 @@ fn offset_for_leader_epoch_ends_epoch_0_at_the_high_watermark() {
         ResponseError::UnknownTopicOrPartition.code()
     );
 }
+
+#[test]
+fn a_fetch_from_the_wrong_shard_names_the_leader() {
+    use common::kafka_client::fetch_request;
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    assert_eq!(create(broker.port, "led", 2), 0);
+    let placed = weir::metadata::placement::place(&[0, 1], "led", 0..2);
+    // Ask each partition of the shard that does not hold it.
+    for (p, node) in placed.iter().enumerate() {
+        let wrong = broker.port + (1 - *node as u16);
+        let r = call(
+            &mut connect(wrong),
+            &fetch_request("led", p as i32, 0, 1024),
+            12,
+        );
+        let d = &r.responses[0].partitions[0];
+        assert_eq!(d.error_code, code(ResponseError::NotLeaderOrFollower));
+        assert_eq!(
+            (d.current_leader.leader_id.0, d.current_leader.leader_epoch),
+            (*node, 0),
+            "v12 answers carry the current leader"
+        );
+    }
+}

@@ -12,12 +12,12 @@ use std::{
 use bytes::Bytes;
 use kafka_protocol::messages::{
     fetch_response::{FetchableTopicResponse, PartitionData},
-    FetchRequest, FetchResponse,
+    BrokerId, FetchRequest, FetchResponse,
 };
 
 use crate::{
     metrics::ShardMetrics,
-    shard::context::ShardContext,
+    shard::context::{PartitionError, ShardContext},
     storage::{Offset, StorageError},
 };
 
@@ -59,6 +59,15 @@ async fn read_all(
             {
                 Err(e) => {
                     d.error_code = e.code();
+                    if e == PartitionError::NotOwner && version >= 12 {
+                        // Where the partition lives, so the client need not ask Metadata.
+                        if let Some(node) =
+                            ctx.placed_node(topic.topic.0.as_str(), partition.partition)
+                        {
+                            d.current_leader.leader_id = BrokerId(node);
+                            d.current_leader.leader_epoch = 0;
+                        }
+                    }
                     errors = true;
                 }
                 Ok(log) => {

@@ -201,6 +201,13 @@ impl ShardContext {
             == Some(&self.node)
     }
 
+    /// The node partition `p` of `topic` is placed on, as of this shard's last look at
+    /// the registry.
+    pub fn placed_node(&self, topic: &str, p: i32) -> Option<NodeId> {
+        let p = usize::try_from(p).ok()?;
+        self.topics.borrow().get(topic)?.placement.get(p).copied()
+    }
+
     /// KiB of unanswered request bytes the shard holds now (its in-flight budget in use).
     pub fn inflight_kib_held(&self) -> u64 {
         let capacity = self.config.inflight_bytes_max.div_ceil(1024) as u64;
