@@ -4,6 +4,7 @@
 //! it reaches says where the leader is; an unreachable one is skipped.
 
 use std::{
+    collections::HashMap,
     path::PathBuf,
     sync::Arc,
     time::{Duration, Instant},
@@ -77,11 +78,13 @@ pub struct Agent {
     pub data_dir: PathBuf,
 }
 
-/// The voters in turn, starting with the leader when one was named.
+/// The voters in turn, starting with the leader when one was named, each with its
+/// connection kept between calls.
 struct Voters {
     addrs: Vec<String>,
     next: usize,
     hint: Option<String>,
+    clients: HashMap<String, rpc::Client>,
 }
 
 impl Voters {
@@ -90,7 +93,14 @@ impl Voters {
             addrs: config.voters.iter().map(|v| v.addr.to_string()).collect(),
             next: 0,
             hint: None,
+            clients: HashMap::new(),
         }
+    }
+
+    fn client(&mut self, addr: &str) -> &mut rpc::Client {
+        self.clients
+            .entry(addr.to_string())
+            .or_insert_with(|| rpc::Client::new(addr))
     }
 
     fn pick(&mut self) -> String {
@@ -113,14 +123,17 @@ async fn call_leader(
 ) -> Result<Response, MetadataError> {
     loop {
         let addr = voters.pick();
-        let mut client = rpc::Client::new(addr.clone());
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(MetadataError::Unavailable(
                 "no controller leader answered in time".into(),
             ));
         }
-        match client.call(request, left.min(Duration::from_secs(3))).await {
+        let answer = voters
+            .client(&addr)
+            .call(request, left.min(Duration::from_secs(3)))
+            .await;
+        match answer {
             Ok(response) => match not_leader(&response) {
                 Some(hint) => {
                     voters.hint = hint;

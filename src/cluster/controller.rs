@@ -321,12 +321,18 @@ impl Controller {
         self.leader_only()?;
         let fenced = {
             let applied = self.applied();
-            let record = applied
+            let Some(record) = applied
                 .state
                 .hosts
                 .get(&h.host)
                 .filter(|r| r.incarnation == h.incarnation)
-                .ok_or(MetadataError::NotRegistered(h.host))?;
+            else {
+                tracing::info!(
+                    host = h.host,
+                    "heartbeat from an unregistered host (or an old process of it) refused"
+                );
+                return Err(MetadataError::NotRegistered(h.host));
+            };
             record.fenced
         };
         self.heard(h.host);
