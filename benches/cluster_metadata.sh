@@ -5,8 +5,8 @@
 #    one-partition creates sent one after another to host 1, each polled on all hosts;
 #  - topic creates per second through the quorum: BULK (500) creates as 50 concurrent
 #    CreateTopics requests of 10 topics, spread over the three hosts;
-#  - controller CPU per idle second: the `controller` thread's utime+stime over 10 s of
-#    no client traffic, on the Raft leader and on a follower.
+#  - controller CPU per idle second: the `controller` thread's utime+stime over IDLE (20)
+#    seconds of no client traffic, on the Raft leader and on a follower.
 # Writes target/bench-data/cluster-metadata.json and tuning/results/cluster-metadata.svg
 # (the distribution of create-to-visible times).
 #
@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CREATES=${CREATES:-100}
 BULK=${BULK:-500}
+IDLE=${IDLE:-20}
 PORT=${PORT:-29492}
 CPORT=${CPORT:-29491}
 source benches/broker.sh
@@ -41,13 +42,13 @@ for i in 1 2 3; do
     sleep 0.1
   done
 done
-"$py" - "$PORT" "$CPORT" "$CREATES" "$BULK" "${pids[@]}" <<'PY'
+"$py" - "$PORT" "$CPORT" "$CREATES" "$BULK" "$IDLE" "${pids[@]}" <<'PY'
 import json, os, statistics, subprocess, sys, time
 from concurrent.futures import wait
 from confluent_kafka.admin import AdminClient, NewTopic
 
-port, cport, creates, bulk = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-pids = [int(p) for p in sys.argv[5:]]
+port, cport, creates, bulk, idle = (int(a) for a in sys.argv[1:6])
+pids = [int(p) for p in sys.argv[6:]]
 hosts = [f"127.0.0.{i}:{port}" for i in (1, 2, 3)]
 admins = [AdminClient({"bootstrap.servers": h}) for h in hosts]
 for a in admins:
@@ -104,10 +105,10 @@ def controller_ticks(pid):
 
 time.sleep(2)
 before = [controller_ticks(p) for p in pids]
-time.sleep(10)
+time.sleep(idle)
 after = [controller_ticks(p) for p in pids]
 hz = os.sysconf("SC_CLK_TCK")
-cpu = [(a - b) / hz / 10 * 1000 for a, b in zip(after, before)]  # ms of CPU per second
+cpu = [(a - b) / hz / idle * 1000 for a, b in zip(after, before)]  # ms of CPU per second
 follower = next(i for i in (1, 2, 3) if i != leader)
 result = {
     "creates": creates,

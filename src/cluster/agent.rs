@@ -76,6 +76,9 @@ pub struct Agent {
     pub registry: Arc<TopicRegistry>,
     /// Its data directory.
     pub data_dir: PathBuf,
+    /// The controller leader's address as last seen, so forwarded changes go straight
+    /// to it.
+    pub leader: std::sync::Mutex<Option<String>>,
 }
 
 /// The voters in turn, starting with the leader when one was named, each with its
@@ -135,8 +138,9 @@ async fn call_leader(
             .await;
         match answer {
             Ok(response) => match not_leader(&response) {
-                Some(hint) => {
-                    voters.hint = hint;
+                Some(Some(leader)) => voters.hint = Some(leader),
+                Some(None) => {
+                    // An election is under way: give it a moment.
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 None => {
@@ -267,6 +271,7 @@ impl Agent {
             let deadline = Instant::now() + POLL_INTERVAL * 4;
             match call_leader(&mut voters, &request, deadline).await {
                 Ok(Response::Heartbeat(Ok(reply))) => {
+                    *self.leader.lock().unwrap_or_else(|p| p.into_inner()) = voters.hint.clone();
                     if let Some(state) = reply.state {
                         let controller = controller_node(&state, reply.leader);
                         if let Err(e) = self.registry.install(state, reply.version, controller) {
@@ -301,9 +306,10 @@ impl Agent {
 
     async fn forward(self: Arc<Self>, mut calls: UnboundedReceiver<ControllerCall>) {
         while let Some(call) = calls.recv().await {
-            let config = self.config.clone();
+            let me = Arc::clone(&self);
             tokio::spawn(async move {
-                let mut voters = Voters::new(&config);
+                let mut voters = Voters::new(&me.config);
+                voters.hint = me.leader.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 let request = Request::Change(call.change);
                 let deadline = Instant::now() + CHANGE_DEADLINE;
                 let answer = match call_leader(&mut voters, &request, deadline).await {

@@ -92,6 +92,7 @@ impl ControllerThread {
                                 config,
                                 registry: b.registry,
                                 data_dir,
+                                leader: std::sync::Mutex::new(None),
                             };
                             let (tx, rx) = std::sync::mpsc::channel::<Result<(), AgentError>>();
                             let relay = ready_tx.clone();
