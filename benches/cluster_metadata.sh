@@ -121,24 +121,30 @@ result = {
 json.dump(result, open("target/bench-data/cluster-metadata.json", "w"), indent=2)
 print(json.dumps(result, indent=2))
 
-# The distribution as an SVG: one dot per create, sorted (a CDF), ack and visibility.
+# The distribution as an SVG: every create, sorted (a CDF turned on its side), the time
+# to the acknowledgement and to visibility on every host, on a log scale (a rare slow
+# create must not flatten the rest).
+import math
 w, h, pad = 640, 360, 50
-top = max(seen) * 1.1
+lo = math.log10(max(0.1, min(acked) * 0.8))
+hi = math.log10(max(seen) * 1.25)
 def xy(i, v):
-    return pad + (w - 2 * pad) * i / max(1, len(seen) - 1), h - pad - (h - 2 * pad) * v / top
+    y = (math.log10(max(v, 0.1)) - lo) / (hi - lo)
+    return pad + (w - 2 * pad) * i / max(1, len(seen) - 1), h - pad - (h - 2 * pad) * y
 lines = []
 for series, colour in ((sorted(acked), "#888"), (sorted(seen), "#1f77b4")):
     pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(i, v) for i, v in enumerate(series)))
     lines.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{pts}"/>')
+marks = [m * 10 ** e for e in range(-1, 4) for m in (1, 2, 5) if lo <= math.log10(m * 10 ** e) <= hi]
 ticks = "".join(
-    f'<text x="{pad - 6}" y="{xy(0, v)[1]:.1f}" text-anchor="end" font-size="11">{v:.0f}</text>'
+    f'<text x="{pad - 6}" y="{xy(0, v)[1] + 4:.1f}" text-anchor="end" font-size="11">{v:g}</text>'
     f'<line x1="{pad}" x2="{w - pad}" y1="{xy(0, v)[1]:.1f}" y2="{xy(0, v)[1]:.1f}" stroke="#eee"/>'
-    for v in [top * k / 5 for k in range(6)])
+    for v in marks)
 svg = f'''<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif">
 <rect width="{w}" height="{h}" fill="white"/>{ticks}{"".join(lines)}
 <text x="{w / 2}" y="20" text-anchor="middle" font-size="14">CreateTopics on a 3-host cluster ({creates} creates, sorted)</text>
 <text x="{w / 2}" y="{h - 12}" text-anchor="middle" font-size="11">creates, fastest to slowest</text>
-<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle" font-size="11">ms since the request</text>
+<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle" font-size="11">ms since the request (log scale)</text>
 <text x="{pad + 10}" y="45" font-size="11" fill="#888">acknowledged (p50 {pct(acked, .5):.1f} ms, p99 {pct(acked, .99):.1f} ms)</text>
 <text x="{pad + 10}" y="60" font-size="11" fill="#1f77b4">in every host's Metadata (p50 {pct(seen, .5):.1f} ms, p99 {pct(seen, .99):.1f} ms)</text>
 </svg>'''
