@@ -5,9 +5,11 @@
 //! the rate held, memory flat after the warm-up (no window's mean RSS more than 5% above
 //! the first window's), and p99.9 latency (end-to-end and produce) in the last window
 //! no worse than twice the first window's plus 5 ms. A short run — a debug build on a
-//! shared CI machine — runs at 50% and only looks for gross regressions: memory growth
-//! under 20% (a leak of 1 MiB/s would show as +30%), and p99 — p99.9 of a 12 s window
-//! is one hiccup of a shared machine — under three times the first window's plus 20 ms.
+//! shared CI machine — runs at 50% and asserts only what does not depend on the
+//! machine's other load: no errors, nothing lost, memory growth under 20% (a leak of
+//! 1 MiB/s would show as +30%). Its rate and latency (p99 of the first and last fifth)
+//! are measured and reported, never asserted: a neighbour's burst would fail the run
+//! with nothing wrong in the broker.
 //!
 //! The test command runs it for 60 s (`WEIR_SOAK_SECONDS`); the soak of the README is
 //! the long version, on an idle machine:
@@ -360,10 +362,13 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
         Some(produced),
         "the group kept up: {soak}"
     );
-    assert!(
-        produced as f64 >= rate * seconds as f64 * 0.95,
-        "the rate was held: {produced} of {rate} msgs/s × {seconds} s"
-    );
+    // Rate and latency depend on the machine: asserted only in the long, hand-run soak.
+    if long {
+        assert!(
+            produced as f64 >= rate * seconds as f64 * 0.95,
+            "the rate was held: {produced} of {rate} msgs/s × {seconds} s"
+        );
+    }
     assert!(
         soak["group"]["commits"].as_u64().unwrap_or(0) >= seconds / 2,
         "{soak}"
@@ -377,10 +382,18 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
     );
     for metric in ["e2e", "produce"] {
         let (first, last) = (at(metric, &first, quantile), at(metric, &last, quantile));
-        assert!(
-            last <= factor * first + slack_ms,
-            "{metric} p{} went from {first:.2} ms in the first window to {last:.2} ms in the last",
-            quantile * 100.0
+        let steady = last <= factor * first + slack_ms;
+        println!(
+            "{metric} p{}: {first:.2} ms in the first window, {last:.2} ms in the last ({})",
+            quantile * 100.0,
+            if steady { "steady" } else { "NOT steady" }
         );
+        if long {
+            assert!(
+                steady,
+                "{metric} p{} went from {first:.2} ms in the first window to {last:.2} ms in the last",
+                quantile * 100.0
+            );
+        }
     }
 }
