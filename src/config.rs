@@ -8,7 +8,8 @@ use serde::Deserialize;
 use weir_client::units::{parse_cores, parse_duration};
 
 use crate::{
-    cluster::config::{parse_roles, parse_voters, ClusterConfig, Roles},
+    cluster::config::{cluster_from_flags, ClusterConfig, ClusterFlags},
+    net::tls::TlsConfig,
     storage::{FlushMode, LogConfig},
 };
 
@@ -86,6 +87,8 @@ pub struct BrokerConfig {
     /// How this host takes part in a cluster; `None`: it is a cluster of one, with no
     /// controller machinery.
     pub cluster: Option<ClusterConfig>,
+    /// TLS listeners beside the plaintext ones; `None`: plaintext only.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for BrokerConfig {
@@ -113,15 +116,13 @@ impl Default for BrokerConfig {
             log: LogConfig::default(),
             node_id: 0,
             cluster: None,
+            tls: None,
         }
     }
 }
 
 /// The metrics endpoint's default port (Redpanda's admin port, where operators look).
 pub const METRICS_PORT: u16 = 9644;
-
-/// The controller's default port (KRaft's usual controller listener).
-pub const CONTROLLER_PORT: u16 = 9091;
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,6 +192,14 @@ pub struct ConfigOverrides {
     pub process_roles: Option<String>,
     /// `--session-timeout DURATION`
     pub session_timeout: Option<String>,
+    /// `--tls-listen HOST:PORT`
+    pub tls_listen: Option<String>,
+    /// `--tls-cert FILE`
+    pub tls_cert: Option<PathBuf>,
+    /// `--tls-key FILE`
+    pub tls_key: Option<PathBuf>,
+    /// `--tls-client-ca FILE`
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
@@ -245,7 +254,38 @@ impl ConfigOverrides {
             controller_listen: self.controller_listen.or(below.controller_listen),
             process_roles: self.process_roles.or(below.process_roles),
             session_timeout: self.session_timeout.or(below.session_timeout),
+            tls_listen: self.tls_listen.or(below.tls_listen),
+            tls_cert: self.tls_cert.or(below.tls_cert),
+            tls_key: self.tls_key.or(below.tls_key),
+            tls_client_ca: self.tls_client_ca.or(below.tls_client_ca),
         }
+    }
+}
+
+/// The TLS settings: all of listen, cert and key, or none (a client CA needs them).
+fn tls_from(
+    listen: Option<String>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+) -> Result<Option<TlsConfig>, ConfigError> {
+    match (listen, cert, key) {
+        (None, None, None) if client_ca.is_none() => Ok(None),
+        (Some(listen), Some(cert), Some(key)) => Ok(Some(TlsConfig {
+            listen: listen.parse().map_err(|_| {
+                invalid(
+                    "--tls-listen",
+                    format!("{listen:?} is not HOST:PORT with a numeric host"),
+                )
+            })?,
+            cert,
+            key,
+            client_ca,
+        })),
+        _ => Err(invalid(
+            "--tls-listen",
+            "TLS needs --tls-listen, --tls-cert and --tls-key together",
+        )),
     }
 }
 
@@ -362,79 +402,20 @@ impl BrokerConfig {
         if let Some(n) = o.node_id {
             self.node_id = n;
         }
-        self.cluster = self.cluster_from(
-            o.controller_quorum_voters,
-            o.controller_listen,
-            o.process_roles,
-            o.session_timeout,
-        )?;
+        self.cluster = cluster_from_flags(
+            self.node_id,
+            self.listen,
+            ClusterFlags {
+                voters: o.controller_quorum_voters,
+                controller_listen: o.controller_listen,
+                roles: o.process_roles,
+                session_timeout: o.session_timeout,
+            },
+        )
+        .map_err(|e| invalid(e.option, e.reason))?;
+        self.tls = tls_from(o.tls_listen, o.tls_cert, o.tls_key, o.tls_client_ca)?;
         self.validate()?;
         Ok(self)
-    }
-
-    /// The cluster settings: `None` without a voter list (the other cluster flags then
-    /// make no sense and are refused).
-    fn cluster_from(
-        &self,
-        voters: Option<String>,
-        listen: Option<String>,
-        roles: Option<String>,
-        session_timeout: Option<String>,
-    ) -> Result<Option<ClusterConfig>, ConfigError> {
-        let Some(voters) = voters else {
-            if listen.is_some() || roles.is_some() || session_timeout.is_some() {
-                return Err(invalid(
-                    "--controller-quorum-voters",
-                    "required with --controller-listen, --process-roles or --session-timeout",
-                ));
-            }
-            return Ok(None);
-        };
-        let voters = parse_voters(&voters)
-            .map_err(|e| invalid("--controller-quorum-voters", e.to_string()))?;
-        if voters.is_empty() {
-            return Err(invalid("--controller-quorum-voters", "lists no voter"));
-        }
-        let me = voters.iter().find(|v| v.id == self.node_id);
-        let roles = match roles {
-            Some(r) => parse_roles(&r).map_err(|e| invalid("--process-roles", e.to_string()))?,
-            None => Roles {
-                broker: true,
-                controller: me.is_some(),
-            },
-        };
-        let controller_listen = match listen {
-            Some(l) => l.parse().map_err(|_| {
-                invalid(
-                    "--controller-listen",
-                    format!("{l:?} is not HOST:PORT with a numeric host"),
-                )
-            })?,
-            // Where the other voters were told this one is; else the listen host.
-            None => me.map_or_else(
-                || SocketAddr::new(self.listen.ip(), CONTROLLER_PORT),
-                |v| v.addr,
-            ),
-        };
-        let session_timeout = match session_timeout {
-            Some(t) => {
-                parse_duration(&t).map_err(|e| invalid("--session-timeout", e.to_string()))?
-            }
-            None => Duration::from_secs(9),
-        };
-        if session_timeout < Duration::from_millis(500) {
-            return Err(invalid("--session-timeout", "must be at least 500ms"));
-        }
-        let cluster = ClusterConfig {
-            voters,
-            controller_listen,
-            roles,
-            session_timeout,
-        };
-        cluster
-            .validate(self.node_id)
-            .map_err(|e| invalid("--process-roles", e.to_string()))?;
-        Ok(Some(cluster))
     }
 
     /// Checks every value against its range.
@@ -470,6 +451,19 @@ impl BrokerConfig {
         }
         if u32::from(self.listen.port()) + self.shards as u32 - 1 > u32::from(u16::MAX) {
             return Err(invalid("--listen", "port + shards runs past 65535"));
+        }
+        if let Some(tls) = &self.tls {
+            let (plain, secure) = (u32::from(self.listen.port()), u32::from(tls.listen.port()));
+            let shards = self.shards as u32;
+            if secure + shards - 1 > u32::from(u16::MAX) {
+                return Err(invalid("--tls-listen", "port + shards runs past 65535"));
+            }
+            if secure < plain + shards && plain < secure + shards {
+                return Err(invalid(
+                    "--tls-listen",
+                    "its ports overlap the plaintext listener's",
+                ));
+            }
         }
         if self.flush_interval > Duration::from_secs(10) {
             return Err(invalid("--flush-interval", "at most 10s"));

@@ -251,6 +251,19 @@ struct ServeArgs {
     /// (Kafka's broker.session.timeout.ms). [default: 9s]
     #[arg(long, value_name = "DURATION")]
     session_timeout: Option<String>,
+    /// Also serve TLS (Kafka's SSL protocol): shard 0 here, shard n on port + n.
+    /// Needs --tls-cert and --tls-key; the certificate must name the advertised host.
+    #[arg(long, value_name = "HOST:PORT")]
+    tls_listen: Option<String>,
+    /// The TLS certificate chain, PEM, leaf first.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The TLS private key, PEM.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM): mutual TLS.
+    #[arg(long, value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -285,6 +298,10 @@ impl ServeArgs {
                 controller_listen: self.controller_listen,
                 process_roles: self.process_roles,
                 session_timeout: self.session_timeout,
+                tls_listen: self.tls_listen,
+                tls_cert: self.tls_cert,
+                tls_key: self.tls_key,
+                tls_client_ca: self.tls_client_ca,
             },
         )
     }

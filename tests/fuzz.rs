@@ -167,7 +167,7 @@ fn request_framing_and_decoding() {
                 assert!(buf.len() + payload.len() + 4 <= before);
                 // The broker's decoding: header, then body by the API's handler.
                 let frame = payload.freeze();
-                if let Ok(request) = decode(frame.clone()) {
+                if let Ok(request) = decode(frame.clone(), weir::api::SecurityProtocol::Plaintext) {
                     if request.key() == ApiKey::Produce {
                         validate_produce_batches(&frame);
                     }

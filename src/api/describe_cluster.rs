@@ -29,7 +29,7 @@ impl Handler for DescribeCluster {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         _req: DescribeClusterRequest,
     ) -> Reply<DescribeClusterResponse> {
         let ctx: &ShardContext = &ctx;
@@ -38,7 +38,7 @@ impl Handler for DescribeCluster {
         response.cluster_id = StrBytes::from_string(view.cluster_id.clone());
         response.controller_id = BrokerId(view.controller.unwrap_or(-1));
         response.cluster_authorized_operations = i32::MIN;
-        response.brokers = brokers(&view)
+        response.brokers = brokers(&view, call.protocol)
             .map(|(broker_id, host, port)| {
                 let mut b = DescribeClusterBroker::default();
                 b.broker_id = broker_id;

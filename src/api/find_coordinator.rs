@@ -57,7 +57,11 @@ impl Handler for FindCoordinator {
                 .get(&host_of(node))
                 .filter(|h| !h.fenced)
                 .ok_or(ResponseError::CoordinatorNotAvailable)?;
-            let port = i32::from(host.port) + shard_of(node).0 as i32;
+            let port = call
+                .protocol
+                .port_of(host)
+                .ok_or(ResponseError::CoordinatorNotAvailable)?;
+            let port = i32::from(port) + shard_of(node).0 as i32;
             Ok((BrokerId(node), str_bytes(&host.advertise), port))
         };
         // Only groups (key type 0) are coordinated; transactions are not supported.

@@ -24,20 +24,25 @@ use crate::{
     shard::context::ShardContext,
 };
 
-use super::{Call, Handler, Reply};
+use super::{Call, Handler, Reply, SecurityProtocol};
 
-/// Every shard of every live host as a broker: node id, advertised host, port.
-pub fn brokers(view: &ClusterView) -> impl Iterator<Item = (BrokerId, StrBytes, i32)> + '_ {
+/// Every shard of every live host as a broker on the listener of `protocol`: node id,
+/// advertised host, port. A host without that listener is left out, as Kafka does.
+pub fn brokers(
+    view: &ClusterView,
+    protocol: SecurityProtocol,
+) -> impl Iterator<Item = (BrokerId, StrBytes, i32)> + '_ {
     view.hosts
         .iter()
         .filter(|(_, h)| !h.fenced)
-        .flat_map(|(id, h)| {
+        .filter_map(move |(id, h)| protocol.port_of(h).map(|port| (id, h, port)))
+        .flat_map(|(id, h, port)| {
             let host = StrBytes::from_string(h.advertise.clone());
             (0..h.shards).map(move |s| {
                 (
                     BrokerId(node_id(*id, ShardId(s as usize))),
                     host.clone(),
-                    i32::from(h.port) + s as i32,
+                    i32::from(port) + s as i32,
                 )
             })
         })
@@ -113,7 +118,7 @@ impl Handler for Metadata {
         let version = call.version();
         let mut response = MetadataResponse::default();
         let view = ctx.registry.cluster();
-        response.brokers = brokers(&view)
+        response.brokers = brokers(&view, call.protocol)
             .map(|(node_id, host, port)| {
                 let mut b = MetadataResponseBroker::default();
                 b.node_id = node_id;

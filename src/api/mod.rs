@@ -89,6 +89,28 @@ pub struct Call {
     pub key: ApiKey,
     /// The request header.
     pub header: RequestHeader,
+    /// The listener the request came through.
+    pub protocol: SecurityProtocol,
+}
+
+/// A listener's security protocol, as Kafka names them: Metadata and FindCoordinator
+/// answer with the ports of the listener the client came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    /// `PLAINTEXT`.
+    Plaintext,
+    /// `SSL`: TLS.
+    Ssl,
+}
+
+impl SecurityProtocol {
+    /// Shard 0's port of `host` on this listener, if the host serves it.
+    pub fn port_of(self, host: &crate::metadata::cluster_state::HostRecord) -> Option<u16> {
+        match self {
+            SecurityProtocol::Plaintext => Some(host.port),
+            SecurityProtocol::Ssl => host.tls_port,
+        }
+    }
 }
 
 impl Call {
@@ -338,10 +360,11 @@ fn api_name<H: Handler>() -> &'static str {
     full.rsplit("::").next().unwrap_or(full)
 }
 
-/// Decodes a request frame (without its length prefix): the header, then the body by
-/// the API's handler. Refuses unknown API keys, versions this broker does not serve
-/// (except for ApiVersions, which answers them), and malformed headers and bodies.
-pub fn decode(frame: Bytes) -> Result<Decoded, RequestError> {
+/// Decodes a request frame (without its length prefix) that came through a listener of
+/// `protocol`: the header, then the body by the API's handler. Refuses unknown API
+/// keys, versions this broker does not serve (except for ApiVersions, which answers
+/// them), and malformed headers and bodies.
+pub fn decode(frame: Bytes, protocol: SecurityProtocol) -> Result<Decoded, RequestError> {
     if frame.len() < 8 {
         return Err(RequestError::Short(frame.len()));
     }
@@ -371,7 +394,14 @@ pub fn decode(frame: Bytes) -> Result<Decoded, RequestError> {
     let mut body = frame;
     let header = RequestHeader::decode(&mut body, header_version)
         .map_err(|e| RequestError::Header(e.to_string()))?;
-    (route.decode)(Call { key, header }, body)
+    (route.decode)(
+        Call {
+            key,
+            header,
+            protocol,
+        },
+        body,
+    )
 }
 
 /// Encodes a response as it goes on the wire: the length prefix, then the header its

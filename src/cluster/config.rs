@@ -3,6 +3,11 @@
 
 use std::{net::SocketAddr, time::Duration};
 
+use weir_client::units::parse_duration;
+
+/// The controller's default port (KRaft's usual controller listener).
+pub const CONTROLLER_PORT: u16 = 9091;
+
 /// One voter of the controller quorum: its host node id and controller address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Voter {
@@ -136,6 +141,95 @@ pub fn voters_text(voters: &[Voter]) -> String {
         .join(",")
 }
 
+/// The cluster flags as given (command line or TOML file).
+#[derive(Debug, Clone, Default)]
+pub struct ClusterFlags {
+    /// `--controller-quorum-voters`
+    pub voters: Option<String>,
+    /// `--controller-listen`
+    pub controller_listen: Option<String>,
+    /// `--process-roles`
+    pub roles: Option<String>,
+    /// `--session-timeout`
+    pub session_timeout: Option<String>,
+}
+
+/// A refused cluster flag: which one and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlagError {
+    /// The option, as spelled on the command line.
+    pub option: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+fn flag(option: &'static str, reason: impl ToString) -> FlagError {
+    FlagError {
+        option,
+        reason: reason.to_string(),
+    }
+}
+
+/// The cluster settings of host `node_id` listening on `listen`: `None` without a voter
+/// list (the other cluster flags then make no sense and are refused).
+pub fn cluster_from_flags(
+    node_id: u32,
+    listen: SocketAddr,
+    flags: ClusterFlags,
+) -> Result<Option<ClusterConfig>, FlagError> {
+    let Some(voters) = flags.voters else {
+        if flags.controller_listen.is_some()
+            || flags.roles.is_some()
+            || flags.session_timeout.is_some()
+        {
+            return Err(flag(
+                "--controller-quorum-voters",
+                "required with --controller-listen, --process-roles or --session-timeout",
+            ));
+        }
+        return Ok(None);
+    };
+    let voters = parse_voters(&voters).map_err(|e| flag("--controller-quorum-voters", e))?;
+    if voters.is_empty() {
+        return Err(flag("--controller-quorum-voters", "lists no voter"));
+    }
+    let me = voters.iter().find(|v| v.id == node_id);
+    let roles = match flags.roles {
+        Some(r) => parse_roles(&r).map_err(|e| flag("--process-roles", e))?,
+        None => Roles {
+            broker: true,
+            controller: me.is_some(),
+        },
+    };
+    let controller_listen = match flags.controller_listen {
+        Some(l) => l.parse().map_err(|_| {
+            flag(
+                "--controller-listen",
+                format!("{l:?} is not HOST:PORT with a numeric host"),
+            )
+        })?,
+        // Where the other voters were told this one is; else the listen host.
+        None => me.map_or_else(|| SocketAddr::new(listen.ip(), CONTROLLER_PORT), |v| v.addr),
+    };
+    let session_timeout = match flags.session_timeout {
+        Some(t) => parse_duration(&t).map_err(|e| flag("--session-timeout", e))?,
+        None => Duration::from_secs(9),
+    };
+    if session_timeout < Duration::from_millis(500) {
+        return Err(flag("--session-timeout", "must be at least 500ms"));
+    }
+    let cluster = ClusterConfig {
+        voters,
+        controller_listen,
+        roles,
+        session_timeout,
+    };
+    cluster
+        .validate(node_id)
+        .map_err(|e| flag("--process-roles", e))?;
+    Ok(Some(cluster))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +272,48 @@ mod tests {
             c.validate(1),
             Err(ClusterConfigError::VoterNotController(1))
         );
+    }
+
+    #[test]
+    fn flags_default_from_the_voter_list() {
+        let listen: SocketAddr = "10.0.0.9:9092".parse().expect("addr");
+        let voters = || ClusterFlags {
+            voters: Some("1@10.0.0.1:9091,2@10.0.0.2:9091".into()),
+            ..ClusterFlags::default()
+        };
+        let voter = cluster_from_flags(2, listen, voters())
+            .expect("valid")
+            .expect("cluster");
+        assert!(voter.roles.controller && voter.roles.broker);
+        assert_eq!(
+            voter.controller_listen,
+            "10.0.0.2:9091".parse().expect("addr")
+        );
+        assert_eq!(voter.session_timeout, Duration::from_secs(9));
+        let broker = cluster_from_flags(7, listen, voters())
+            .expect("valid")
+            .expect("cluster");
+        assert!(broker.roles.broker && !broker.roles.controller);
+        assert_eq!(
+            broker.controller_listen,
+            "10.0.0.9:9091".parse().expect("addr")
+        );
+        assert_eq!(
+            cluster_from_flags(7, listen, ClusterFlags::default()),
+            Ok(None)
+        );
+        let alone = ClusterFlags {
+            session_timeout: Some("3s".into()),
+            ..ClusterFlags::default()
+        };
+        assert_eq!(
+            cluster_from_flags(7, listen, alone).map_err(|e| e.option),
+            Err("--controller-quorum-voters")
+        );
+        let short = ClusterFlags {
+            session_timeout: Some("100ms".into()),
+            ..voters()
+        };
+        assert!(cluster_from_flags(7, listen, short).is_err());
     }
 }

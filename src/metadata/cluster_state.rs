@@ -24,6 +24,9 @@ pub struct HostRecord {
     pub advertise: String,
     /// Shard 0's port; shard `n` listens on `port + n`.
     pub port: u16,
+    /// Shard 0's TLS port, when the host serves TLS (absent in metadata written before).
+    #[serde(default)]
+    pub tls_port: Option<u16>,
     /// How many shards it runs.
     pub shards: u32,
     /// Random per process start: tells a restart of the same host from a second
@@ -314,6 +317,7 @@ mod tests {
         HostRecord {
             advertise: "127.0.0.1".into(),
             port: 9092,
+            tls_port: None,
             shards,
             incarnation: 1,
             fenced: false,

@@ -595,6 +595,7 @@ mod tests {
         HostRecord {
             advertise: "127.0.0.1".into(),
             port: 9092,
+            tls_port: None,
             shards,
             incarnation: 0,
             fenced: false,

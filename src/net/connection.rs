@@ -13,16 +13,15 @@
 use std::{cell::Cell, rc::Rc, time::Duration};
 
 use bytes::{Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::{
     channels::local_channel,
-    net::TcpStream,
     sync::{Semaphore, StaticPermit},
     Task,
 };
 
 use crate::{
-    api::{self, RequestError},
+    api::{self, RequestError, SecurityProtocol},
     shard::context::ShardContext,
 };
 
@@ -60,6 +59,10 @@ pub enum ConnectionError {
     /// The client sent a request the broker refuses.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// The TLS handshake failed: not TLS, an old protocol version, an untrusted client
+    /// certificate.
+    #[error("TLS handshake: {0}")]
+    Handshake(std::io::Error),
 }
 
 impl ConnectionError {
@@ -71,6 +74,7 @@ impl ConnectionError {
             ConnectionError::Idle(_) => "idle",
             ConnectionError::Stalled(_) => "stalled",
             ConnectionError::Request(_) => "request",
+            ConnectionError::Handshake(_) => "tls",
         }
     }
 
@@ -79,7 +83,7 @@ impl ConnectionError {
     pub fn is_protocol(&self) -> bool {
         matches!(
             self,
-            ConnectionError::Frame(_) | ConnectionError::Request(_)
+            ConnectionError::Frame(_) | ConnectionError::Request(_) | ConnectionError::Handshake(_)
         )
     }
 
@@ -189,7 +193,10 @@ impl Claims {
 }
 
 /// `fut`'s output, or `None` when it has not finished within `limit`.
-async fn within<T>(limit: Duration, fut: impl std::future::Future<Output = T>) -> Option<T> {
+pub(super) async fn within<T>(
+    limit: Duration,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
     futures_lite::future::or(async { Some(fut.await) }, async {
         glommio::timer::sleep(limit).await;
         None
@@ -197,13 +204,17 @@ async fn within<T>(limit: Duration, fut: impl std::future::Future<Output = T>) -
     .await
 }
 
-/// Serves one connection until the client closes it or misbehaves.
-pub async fn serve(
+/// Serves one connection — a TCP stream, or a TLS stream over one — that came through
+/// a listener of `protocol`, until the client closes it or misbehaves.
+pub async fn serve<S>(
     ctx: Rc<ShardContext>,
-    stream: TcpStream,
+    stream: S,
+    protocol: SecurityProtocol,
     client: &Client,
-) -> Result<(), ConnectionError> {
-    stream.set_nodelay(true).map_err(std::io::Error::from)?;
+) -> Result<(), ConnectionError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
     let idle = ctx.config.idle_timeout;
     let (mut reader, mut writer) = futures_lite::io::split(stream);
     let (tx, rx) = local_channel::new_bounded::<(Task<Option<Bytes>>, StaticPermit, usize)>(
@@ -262,8 +273,8 @@ pub async fn serve(
                 // its in-order part runs before the next request is read, the rest
                 // concurrently, answered in request order by the writer.
                 let claim = frame.len();
-                let request =
-                    api::decode(frame.freeze()).inspect_err(|e| client.learn_from_error(e))?;
+                let request = api::decode(frame.freeze(), protocol)
+                    .inspect_err(|e| client.learn_from_error(e))?;
                 client.learn(&request);
                 let claim = claim.saturating_add(request.answer_bytes_max());
                 if !claims.admit(claim).await {

@@ -1,5 +1,6 @@
-//! A shard's listener: accepts connections on `port + shard` and runs each on this
-//! shard, so a client connected to a shard's port is served by that shard's core.
+//! A shard's listeners: accept connections on `port + shard` (and, with TLS, on
+//! `tls port + shard`) and run each on this shard, so a client connected to a shard's
+//! port is served by that shard's core.
 
 use std::{
     cell::Cell,
@@ -12,28 +13,63 @@ use std::{
     time::Duration,
 };
 
-use glommio::net::TcpListener;
+use futures_rustls::TlsAcceptor;
+use glommio::net::{TcpListener, TcpStream};
 
-use crate::{metadata::placement::shard_addr, shard::context::ShardContext};
+use crate::{api::SecurityProtocol, metadata::placement::shard_addr, shard::context::ShardContext};
 
-use super::connection;
+use super::connection::{self, ConnectionError};
 
 /// How often the stop watcher looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(20);
 
-/// Accepts connections until `stop` is set.
+/// Accepts connections on the plaintext listener and, with `tls`, on the TLS one, until
+/// `stop` is set.
 ///
-/// The accept loop is woken only by connections: a separate task watches `stop` and,
-/// once it is set, connects to this listener to wake the pending accept. Racing the
+/// Each accept loop is woken only by connections: a separate task watches `stop` and,
+/// once it is set, connects to the listener to wake the pending accept. Racing the
 /// accept against a periodic timer instead re-polled the same accept every 20 ms, and
 /// glommio keeps one clone of the task's waker per poll until a connection arrives:
 /// after ~32,000 polls — 11 minutes without a new connection — the task's reference
 /// count overflowed and the shard panicked.
-pub async fn serve(ctx: Rc<ShardContext>, stop: Arc<AtomicBool>) -> std::io::Result<()> {
-    let addr = shard_addr(ctx.config.listen, ctx.id);
-    let listener = TcpListener::bind(addr).map_err(std::io::Error::from)?;
-    tracing::info!(shard = ctx.id.0, %addr, "listening");
+pub async fn serve(
+    ctx: Rc<ShardContext>,
+    stop: Arc<AtomicBool>,
+    tls: Option<TlsAcceptor>,
+) -> std::io::Result<()> {
+    let plain_addr = shard_addr(ctx.config.listen, ctx.id);
+    let plain = TcpListener::bind(plain_addr).map_err(std::io::Error::from)?;
+    tracing::info!(shard = ctx.id.0, addr = %plain_addr, "listening");
+    let secure = match (tls, &ctx.config.tls) {
+        (Some(acceptor), Some(config)) => {
+            let addr = shard_addr(config.listen, ctx.id);
+            let listener = TcpListener::bind(addr).map_err(std::io::Error::from)?;
+            tracing::info!(shard = ctx.id.0, %addr, "listening (TLS)");
+            Some((listener, addr, acceptor))
+        }
+        _ => None,
+    };
     ctx.metrics.broker().shard_serving();
+    let plain_loop = accept_loop(Rc::clone(&ctx), Arc::clone(&stop), plain, plain_addr, None);
+    match secure {
+        None => plain_loop.await,
+        Some((listener, addr, acceptor)) => {
+            let secure_loop = accept_loop(ctx, stop, listener, addr, Some(acceptor));
+            futures_lite::future::zip(plain_loop, secure_loop).await;
+        }
+    }
+    Ok(())
+}
+
+/// Accepts on `listener` (bound to `addr`) until `stop`, serving each connection on
+/// this shard, through a TLS handshake first when `tls` is given.
+async fn accept_loop(
+    ctx: Rc<ShardContext>,
+    stop: Arc<AtomicBool>,
+    listener: TcpListener,
+    addr: SocketAddr,
+    tls: Option<TlsAcceptor>,
+) {
     let exited = Rc::new(Cell::new(false));
     let watcher = glommio::spawn_local(wake_on_stop(
         Arc::clone(&stop),
@@ -43,18 +79,19 @@ pub async fn serve(ctx: Rc<ShardContext>, stop: Arc<AtomicBool>) -> std::io::Res
     loop {
         let accepted = listener.accept().await;
         if stop.load(Ordering::Acquire) {
-            tracing::info!(shard = ctx.id.0, "stopped accepting connections");
+            tracing::info!(shard = ctx.id.0, %addr, "stopped accepting connections");
             break;
         }
         match accepted {
             Ok(stream) => {
                 let ctx = Rc::clone(&ctx);
+                let tls = tls.clone();
                 ctx.metrics.connections_accepted.inc();
                 ctx.metrics.connections_open.inc();
                 glommio::spawn_local(async move {
                     let peer = stream.peer_addr().ok();
                     let client = connection::Client::default();
-                    let outcome = connection::serve(Rc::clone(&ctx), stream, &client).await;
+                    let outcome = open(Rc::clone(&ctx), stream, tls, &client).await;
                     ctx.metrics.connections_open.dec();
                     ctx.metrics.connection_closed(match &outcome {
                         Ok(()) => "client",
@@ -75,7 +112,27 @@ pub async fn serve(ctx: Rc<ShardContext>, stop: Arc<AtomicBool>) -> std::io::Res
     }
     exited.set(true);
     watcher.await;
-    Ok(())
+}
+
+/// Serves an accepted connection: as it is, or after a TLS handshake that must finish
+/// within the idle timeout (a stalled handshake holds nothing longer than an idle
+/// client does).
+async fn open(
+    ctx: Rc<ShardContext>,
+    stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    client: &connection::Client,
+) -> Result<(), ConnectionError> {
+    stream.set_nodelay(true).map_err(std::io::Error::from)?;
+    let Some(acceptor) = tls else {
+        return connection::serve(ctx, stream, SecurityProtocol::Plaintext, client).await;
+    };
+    let idle = ctx.config.idle_timeout;
+    let secured = connection::within(idle, acceptor.accept(stream))
+        .await
+        .ok_or(ConnectionError::Idle(idle))?
+        .map_err(ConnectionError::Handshake)?;
+    connection::serve(ctx, secured, SecurityProtocol::Ssl, client).await
 }
 
 /// Where to connect to reach a listener bound to `addr` (loopback for a wildcard).

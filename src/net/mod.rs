@@ -1,6 +1,7 @@
-//! The network side of a shard: its listener, one task pair per connection, and Kafka's
-//! length-prefixed framing.
+//! The network side of a shard: its listeners (plaintext, and TLS when configured), one
+//! task pair per connection, and Kafka's length-prefixed framing.
 
 pub mod connection;
 pub mod frame;
 pub mod listener;
+pub mod tls;

@@ -82,6 +82,9 @@ pub enum BrokerError {
         /// glommio's report.
         reason: String,
     },
+    /// The TLS certificate, key or client CA could not be used.
+    #[error(transparent)]
+    Tls(#[from] crate::net::tls::TlsError),
     /// The cluster side of the host failed or refused to join.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
@@ -105,9 +108,12 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
         path: config.data_dir.clone(),
         source,
     })?;
+    // Certificates are checked before anything starts: a bad file fails the start.
+    let tls = config.tls.as_ref().map(|t| t.acceptor()).transpose()?;
     let record = HostRecord {
         advertise: config.advertise.clone(),
         port: config.listen.port(),
+        tls_port: config.tls.as_ref().map(|t| t.listen.port()),
         shards: config.shards as u32,
         incarnation: incarnation(),
         fenced: false,
@@ -149,7 +155,7 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
             (registry, Some(thread))
         }
     };
-    let served = serve(config, registry, stop);
+    let served = serve(config, registry, stop, tls);
     if let Some(thread) = controller {
         thread.stop();
     }
@@ -192,6 +198,7 @@ fn serve(
     config: BrokerConfig,
     registry: Arc<TopicRegistry>,
     stop: Arc<AtomicBool>,
+    tls: Option<futures_rustls::TlsAcceptor>,
 ) -> Result<(), BrokerError> {
     let producer_ids = Arc::new(ProducerIds::load(&config.data_dir, config.node_id)?);
     let offsets = Arc::new(OffsetStore::open(
@@ -220,6 +227,7 @@ fn serve(
         let stop = Arc::clone(&stop);
         let offsets = Arc::clone(&offsets);
         let metrics = Arc::clone(&metrics);
+        let tls = tls.clone();
         let core = config.core_of(shard);
         let handle = LocalExecutorBuilder::new(Placement::Fixed(core))
             .name(&format!("weir-shard-{shard}"))
@@ -240,7 +248,7 @@ fn serve(
                 .await
                 .map_err(|source| BrokerError::Storage { shard, source })?;
                 glommio::spawn_local(metrics_publisher::run(Rc::downgrade(&ctx))).detach();
-                listener::serve(Rc::clone(&ctx), stop)
+                listener::serve(Rc::clone(&ctx), stop, tls)
                     .await
                     .map_err(|source| BrokerError::Listener { shard, source })?;
                 ctx.shut_down().await;
