@@ -16,6 +16,7 @@ use std::{
 use common::{
     broker::{free_ports_on, Broker},
     interop::{python, script},
+    loadgen::{run_loadgen, summary},
     run_with_input, scratch_dir,
 };
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
@@ -216,6 +217,39 @@ fn clients_work_over_tls_beside_plaintext_and_garbage_is_dropped() {
     assert!(!ok, "a client with another CA must not connect");
 
     interop(&[&tls_bootstrap, &ca, "py-secure"], &broker);
+
+    // loadgen drives the TLS listener: every message produced is consumed, no errors.
+    let out = dir.path().join("lg");
+    let out_dir = out.to_str().expect("utf-8");
+    for mode in ["produce", "consume"] {
+        run_loadgen(
+            &[
+                mode,
+                "--bootstrap",
+                &tls_bootstrap,
+                "--tls-ca",
+                &ca,
+                "--topic",
+                "lg-secure",
+                "--partitions",
+                "2",
+                "--messages",
+                "20000",
+                "--out",
+                out_dir,
+            ],
+            &broker,
+            0,
+        );
+        let s = summary(&out);
+        assert_eq!(s["errors"], 0, "{s}");
+        let key = if mode == "produce" {
+            "produce"
+        } else {
+            "consume"
+        };
+        assert_eq!(s[key]["messages"], 20000, "{s}");
+    }
 }
 
 fn pki_other(dir: &Path) -> PathBuf {

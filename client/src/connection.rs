@@ -16,10 +16,10 @@ use futures_lite::{
     io::{split, BufReader, ReadHalf, WriteHalf},
     AsyncReadExt, AsyncWriteExt,
 };
-use glommio::net::TcpStream;
 use kafka_protocol::protocol::Request;
 
 use crate::{
+    dialer::{Dialer, Stream},
     frame::{decode_response, encode_request, response_length},
     ClientError, Result,
 };
@@ -27,15 +27,23 @@ use crate::{
 /// Bytes buffered per direction.
 const BUFFER_BYTES: usize = 64 << 10;
 
-/// Opens a connection to `addr` (`host:port`) and returns its two halves; requests
-/// carry `client_id`.
+/// Opens a plain TCP connection to `addr` (`host:port`) and returns its two halves;
+/// requests carry `client_id`.
 pub async fn connect(
     addr: &str,
     client_id: &'static str,
 ) -> Result<(RequestWriter, ResponseReader)> {
-    let io = ClientError::io(addr);
-    let stream = TcpStream::connect(addr).await.map_err(|e| io(e.into()))?;
-    stream.set_nodelay(true).map_err(|e| io(e.into()))?;
+    connect_with(&Dialer::plaintext(), addr, client_id).await
+}
+
+/// Opens a connection to `addr` the way `dialer` says (plain or TLS) and returns its two
+/// halves; requests carry `client_id`.
+pub async fn connect_with(
+    dialer: &Dialer,
+    addr: &str,
+    client_id: &'static str,
+) -> Result<(RequestWriter, ResponseReader)> {
+    let stream = dialer.open(addr).await?;
     let addr: Rc<str> = Rc::from(addr);
     let (read, write) = split(stream);
     Ok((
@@ -56,7 +64,7 @@ pub async fn connect(
 /// The sending half: encodes and writes requests.
 pub struct RequestWriter {
     addr: Rc<str>,
-    half: WriteHalf<TcpStream>,
+    half: WriteHalf<Stream>,
     frame: BytesMut,
     correlation_id: i32,
     client_id: &'static str,
@@ -92,7 +100,7 @@ impl RequestWriter {
 /// The receiving half: reads and decodes responses in order.
 pub struct ResponseReader {
     addr: Rc<str>,
-    half: BufReader<ReadHalf<TcpStream>>,
+    half: BufReader<ReadHalf<Stream>>,
 }
 
 impl ResponseReader {

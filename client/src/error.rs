@@ -32,6 +32,15 @@ pub enum ClientError {
         /// Kafka's error.
         code: ResponseError,
     },
+    /// TLS could not be set up (the CA file) or its handshake failed (`what` names the
+    /// file or the broker).
+    #[error("TLS with {what}: {reason}")]
+    Tls {
+        /// The CA file or the broker address.
+        what: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The topic did not get a leader for every partition in time.
     #[error("topic {0} has partitions without a leader after 10 s")]
     NoLeader(String),

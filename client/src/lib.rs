@@ -7,7 +7,7 @@
 //! - [`frame`]: one request as it goes on the wire, one response as it comes back
 //!   (length prefix, header, correlation id checked, bounded length).
 //! - [`connection`]: a pipelined connection on glommio, one task writing requests and
-//!   another reading the answers in order.
+//!   another reading the answers in order, over plain TCP or TLS ([`dialer`]).
 //! - [`blocking`]: a plain `std::net` connection for tests and the admin commands.
 //! - [`metadata`]: finding a topic's partitions and leaders, and their offsets.
 //! - [`units`]: the one parser for durations and core lists that every command line uses.
@@ -19,6 +19,7 @@
 
 pub mod blocking;
 pub mod connection;
+pub mod dialer;
 pub mod error;
 pub mod frame;
 pub mod metadata;

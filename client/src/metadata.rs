@@ -16,6 +16,7 @@ use kafka_protocol::{
 
 use crate::{
     connection::{self, RequestWriter, ResponseReader},
+    dialer::Dialer,
     ClientError, Result,
 };
 
@@ -38,12 +39,13 @@ pub struct Topology {
 /// Asks `bootstrap` for `topic`, creating it with `partitions` partitions if it does not
 /// exist, and waits (up to 10 s) until every partition has a leader.
 pub async fn discover(
+    dialer: &Dialer,
     bootstrap: &str,
     topic: &str,
     partitions: u32,
     client_id: &'static str,
 ) -> Result<Topology> {
-    let (mut writer, mut reader) = connection::connect(bootstrap, client_id).await?;
+    let (mut writer, mut reader) = connection::connect_with(dialer, bootstrap, client_id).await?;
     let name = TopicName(StrBytes::from_string(topic.to_string()));
     let mut created = false;
     for _ in 0..ATTEMPTS_MAX {
@@ -118,6 +120,7 @@ async fn create(
 /// The offset each partition's log ends at (`latest`) or starts at (`!latest`), asked of
 /// each partition's leader.
 pub async fn offsets(
+    dialer: &Dialer,
     topology: &Topology,
     latest: bool,
     client_id: &'static str,
@@ -129,7 +132,7 @@ pub async fn offsets(
     let name = TopicName(StrBytes::from_string(topology.topic.clone()));
     let mut offsets = BTreeMap::new();
     for (leader, partitions) in by_leader {
-        let (mut writer, mut reader) = connection::connect(leader, client_id).await?;
+        let (mut writer, mut reader) = connection::connect_with(dialer, leader, client_id).await?;
         let mut request = ListOffsetsRequest::default();
         request.replica_id = BrokerId(-1);
         request.topics = vec![ListOffsetsTopic::default()

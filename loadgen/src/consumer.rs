@@ -14,7 +14,7 @@ use kafka_protocol::{
     },
 };
 
-use weir_client::{connection, record_batch::walk_batches, ClientError};
+use weir_client::{connection, dialer::Dialer, record_batch::walk_batches, ClientError};
 
 use crate::{
     clock::now_ns,
@@ -49,6 +49,8 @@ pub struct ConsumerConfig {
     pub messages: Option<u64>,
     /// Where to record the positions reached, for a `--group` member's commits.
     pub positions: Option<Arc<Positions>>,
+    /// How connections are opened (plain or TLS).
+    pub dialer: Dialer,
 }
 
 /// One stream's assignment: partitions on one leader with their start offsets.
@@ -78,9 +80,10 @@ async fn consume(
     control: &Arc<Control>,
     stats: &Rc<RefCell<CoreStats>>,
 ) -> Result<(), String> {
-    let (mut writer, mut reader) = connection::connect(&stream.leader, "loadgen")
-        .await
-        .map_err(|e| format!("consumer of {}: {e}", stream.leader))?;
+    let (mut writer, mut reader) =
+        connection::connect_with(&config.dialer, &stream.leader, "loadgen")
+            .await
+            .map_err(|e| format!("consumer of {}: {e}", stream.leader))?;
     let group_count = config
         .max_in_flight
         .clamp(1, stream.partitions.len().max(1));

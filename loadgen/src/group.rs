@@ -31,7 +31,7 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use weir_client::{connection, ClientError};
+use weir_client::{connection, dialer::Dialer, ClientError};
 
 use crate::{assign::partitions_of, clock::now_ns, control::Control};
 
@@ -81,6 +81,8 @@ pub struct Membership {
     pub generation: i32,
     /// Partitions of the topic assigned to this member, ascending.
     pub partitions: Vec<i32>,
+    /// How connections to the coordinator are opened (plain or TLS).
+    pub dialer: Dialer,
 }
 
 fn encoded<T: Encodable>(message: &T, version: i16) -> Result<bytes::Bytes, GroupError> {
@@ -97,13 +99,15 @@ fn encoded<T: Encodable>(message: &T, version: i16) -> Result<bytes::Bytes, Grou
 /// Joins `group` as a consumer of `topic` (whose partitions are `partitions`), through
 /// `bootstrap`.
 pub async fn join(
+    dialer: &Dialer,
     bootstrap: &str,
     group: &str,
     topic: &str,
     partitions: &[i32],
 ) -> Result<Membership, GroupError> {
     let coordinator = {
-        let (mut writer, mut reader) = connection::connect(bootstrap, CLIENT_ID).await?;
+        let (mut writer, mut reader) =
+            connection::connect_with(dialer, bootstrap, CLIENT_ID).await?;
         let mut request = FindCoordinatorRequest::default();
         request.key = StrBytes::from_string(group.to_string());
         let response =
@@ -111,7 +115,8 @@ pub async fn join(
         ClientError::check("finding the group coordinator", response.error_code)?;
         format!("{}:{}", response.host.as_str(), response.port)
     };
-    let (mut writer, mut reader) = connection::connect(&coordinator, CLIENT_ID).await?;
+    let (mut writer, mut reader) =
+        connection::connect_with(dialer, &coordinator, CLIENT_ID).await?;
     let topic_name = TopicName(StrBytes::from_string(topic.to_string()));
     let mut subscription = ConsumerProtocolSubscription::default();
     subscription.topics = vec![StrBytes::from_string(topic.to_string())];
@@ -172,6 +177,7 @@ pub async fn join(
         member_id: joined.member_id.to_string(),
         generation: joined.generation_id,
         partitions: assigned,
+        dialer: dialer.clone(),
     })
 }
 
@@ -180,7 +186,8 @@ pub async fn committed(
     membership: &Membership,
     topic: &str,
 ) -> Result<BTreeMap<i32, i64>, GroupError> {
-    let (mut writer, mut reader) = connection::connect(&membership.coordinator, CLIENT_ID).await?;
+    let (mut writer, mut reader) =
+        connection::connect_with(&membership.dialer, &membership.coordinator, CLIENT_ID).await?;
     let mut request = OffsetFetchRequest::default();
     request.group_id = GroupId(StrBytes::from_string(membership.group.clone()));
     request.topics = Some(vec![OffsetFetchRequestTopic::default()
@@ -262,7 +269,8 @@ async fn keep(
     stop: &AtomicBool,
     stats: &SessionStats,
 ) -> Result<(), GroupError> {
-    let (mut writer, mut reader) = connection::connect(&membership.coordinator, CLIENT_ID).await?;
+    let (mut writer, mut reader) =
+        connection::connect_with(&membership.dialer, &membership.coordinator, CLIENT_ID).await?;
     let group = GroupId(StrBytes::from_string(membership.group.clone()));
     let member = StrBytes::from_string(membership.member_id.clone());
     let topic = TopicName(StrBytes::from_string(topic.to_string()));

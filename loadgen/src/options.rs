@@ -12,6 +12,10 @@ pub struct Workload {
     /// Any broker of the cluster, HOST:PORT.
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub bootstrap: String,
+    /// Speak TLS (Kafka's SSL protocol) to the brokers, trusting the CA certificates in
+    /// this PEM file; --bootstrap is then a TLS listener.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
     /// Topic to use; created with --partitions if missing.
     #[arg(long, default_value = "loadgen")]
     pub topic: String,

@@ -23,6 +23,7 @@ use kafka_protocol::{
 
 use weir_client::{
     connection::{self, ResponseReader},
+    dialer::Dialer,
     record_batch::BatchBuilder,
 };
 
@@ -58,6 +59,8 @@ pub struct ProducerConfig {
     pub max_in_flight: u64,
     /// Unsent bytes a stream may hold before it stops generating.
     pub buffer_bytes: u64,
+    /// How connections are opened (plain or TLS).
+    pub dialer: Dialer,
 }
 
 /// One stream's assignment.
@@ -113,7 +116,7 @@ async fn produce(
     control: &Arc<Control>,
     stats: &Rc<RefCell<CoreStats>>,
 ) -> Result<(), String> {
-    let (mut writer, reader) = connection::connect(&stream.leader, "loadgen")
+    let (mut writer, reader) = connection::connect_with(&config.dialer, &stream.leader, "loadgen")
         .await
         .map_err(|e| format!("producer {}: {e}", stream.id))?;
     let slots = Rc::new(Semaphore::new(config.max_in_flight));
@@ -486,6 +489,7 @@ mod tests {
             linger_ns,
             max_in_flight: 5,
             buffer_bytes: 1 << 20,
+            dialer: Dialer::plaintext(),
         }
     }
 

@@ -13,7 +13,7 @@ use anyhow::{anyhow, Context};
 use glommio::{LocalExecutorBuilder, Placement};
 use kafka_protocol::{messages::TopicName, protocol::StrBytes};
 
-use weir_client::metadata;
+use weir_client::{dialer::Dialer, metadata};
 
 use crate::{
     broker_metrics,
@@ -78,8 +78,12 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&workload.out)
         .with_context(|| format!("creating {}", workload.out.display()))?;
     let started_at = SystemTime::now();
+    let dialer = match &workload.tls_ca {
+        Some(ca) => Dialer::tls(ca).context("setting up TLS")?,
+        None => Dialer::plaintext(),
+    };
 
-    let (topology, start_offsets, membership) = set_up(mode, workload)?;
+    let (topology, start_offsets, membership) = set_up(mode, workload, &dialer)?;
     let broker_scrape = workload
         .broker_metrics
         .clone()
@@ -129,6 +133,7 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         linger_ns: workload.linger.as_nanos() as u64,
         max_in_flight: u64::from(workload.max_in_flight),
         buffer_bytes: workload.buffer_bytes,
+        dialer: dialer.clone(),
     };
     let end_to_end = mode == Mode::EndToEnd;
     let consumer_config = ConsumerConfig {
@@ -139,6 +144,7 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         end_to_end,
         messages: if end_to_end { None } else { workload.messages },
         positions: positions.clone(),
+        dialer,
     };
     let mut handles = Vec::new();
     let core_count = cores.len();
@@ -330,7 +336,8 @@ fn start_session(
 
 type SetUp = (metadata::Topology, BTreeMap<i32, i64>, Option<Membership>);
 
-fn set_up(mode: Mode, workload: &Workload) -> anyhow::Result<SetUp> {
+fn set_up(mode: Mode, workload: &Workload, dialer: &Dialer) -> anyhow::Result<SetUp> {
+    let dialer = dialer.clone();
     let bootstrap = workload.bootstrap.clone();
     let topic = workload.topic.clone();
     let partitions = workload.partitions;
@@ -342,16 +349,17 @@ fn set_up(mode: Mode, workload: &Workload) -> anyhow::Result<SetUp> {
     LocalExecutorBuilder::new(Placement::Unbound)
         .name("loadgen-setup")
         .spawn(move || async move {
-            let topology = metadata::discover(&bootstrap, &topic, partitions, "loadgen").await?;
+            let topology =
+                metadata::discover(&dialer, &bootstrap, &topic, partitions, "loadgen").await?;
             let mut offsets = if consumes {
-                metadata::offsets(&topology, latest, "loadgen").await?
+                metadata::offsets(&dialer, &topology, latest, "loadgen").await?
             } else {
                 Default::default()
             };
             let membership = match group.filter(|_| consumes) {
                 Some(group) => {
                     let all: Vec<i32> = topology.leaders.keys().copied().collect();
-                    let m = group::join(&bootstrap, &group, &topic, &all).await?;
+                    let m = group::join(&dialer, &bootstrap, &group, &topic, &all).await?;
                     offsets.retain(|p, _| m.partitions.contains(p));
                     if resume {
                         offsets.extend(group::committed(&m, &topic).await?);
