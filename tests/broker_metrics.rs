@@ -16,7 +16,7 @@ use std::{
 use common::{
     broker::{free_port, Broker},
     interop::{python, script},
-    kafka_client::{call, closed, connect, create, fetch, name, produce},
+    kafka_client::{call, closed, connect, create, fetch, name, produce, produce_unacknowledged},
     run_with_input, scratch_dir,
 };
 use kafka_protocol::{
@@ -134,6 +134,24 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
     assert_eq!(create(broker.port, "metered", 2), 0);
     let (mut records, mut bytes) = (0u64, 0u64);
     let mut per_partition = [0u64; 2];
+    // acks=0 gets no response: a failed one is counted all the same and closes its
+    // connection (Kafka's signal to the producer); a good one keeps it open. (First,
+    // so the acknowledged produces after it to partition 0 cover it.)
+    let mut failed = produce_unacknowledged(broker.port, "metered", 9, build_batch(1, b"x", 0));
+    assert!(
+        closed(&mut failed),
+        "a failed acks=0 produce closes the connection"
+    );
+    let unacknowledged = build_batch(1, b"x", 0);
+    bytes += unacknowledged.len() as u64;
+    records += 1;
+    per_partition[0] += 1;
+    let mut fine = produce_unacknowledged(broker.port, "metered", 0, unacknowledged);
+    let _ = call(
+        &mut fine,
+        &kafka_protocol::messages::ApiVersionsRequest::default(),
+        0,
+    );
     for i in 0..15 {
         let batch = build_batch(7, b"counted", 1_700_000_000_000);
         bytes += batch.len() as u64;
@@ -184,9 +202,10 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
         sum(&samples, "weir_fetched_bytes_total", &topic),
         fetched.len() as f64
     );
+    // 15 acknowledged produces and 2 with acks=0.
     assert_eq!(
         sum(&samples, "weir_kafka_requests_total", &[("api", "Produce")]),
-        15.0
+        17.0
     );
     assert_eq!(
         sum(
@@ -194,7 +213,7 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
             "weir_kafka_request_latency_seconds_count",
             &[("api", "Produce")]
         ),
-        15.0
+        17.0
     );
     for (p, n) in per_partition.iter().enumerate() {
         let labels = [("topic", "metered"), ("partition", &p.to_string()[..])];
@@ -260,6 +279,15 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
             &[("api", "Heartbeat"), ("error", "UnknownMemberId")]
         ),
         1.0
+    );
+    assert_eq!(
+        sum(
+            &samples,
+            "weir_kafka_errors_total",
+            &[("api", "Produce"), ("error", "UnknownTopicOrPartition")]
+        ),
+        1.0,
+        "an acks=0 produce's error is counted"
     );
     dashboard_asks_only_for_served_metrics(&text);
 

@@ -135,6 +135,9 @@ pub enum Reply<R> {
     RespondAt(i16, R),
     /// Send nothing: a produce with acks=0.
     Silent,
+    /// Send nothing and close the connection: a produce with acks=0 that failed, which
+    /// Kafka answers this way so the client notices and refreshes its metadata.
+    Close,
 }
 
 /// One Kafka API as the connection serves it. Handlers run on their shard's thread
@@ -346,6 +349,7 @@ fn decode_as<H: Handler>(call: Call, body: Bytes) -> Result<Decoded, RequestErro
                         Reply::Respond(r) => encode(key, correlation_id, version, &r),
                         Reply::RespondAt(v, r) => encode(key, correlation_id, v, &r),
                         Reply::Silent => Some(Bytes::new()),
+                        Reply::Close => None,
                     }
                 }) as Answer
             })

@@ -116,12 +116,21 @@ async fn acknowledge(
     let Appended { acks, pending } = appended;
     let metrics = &ctx.metrics;
     if acks == 0 {
+        // No response carries the errors, so they are counted here; a failure closes
+        // the connection (Kafka's way of telling an acks=0 producer).
+        let mut failed = false;
         for (topic, _, p) in &pending {
-            if let Pending::Appended { records, bytes, .. } = p {
-                metrics.produced(topic, *records, *bytes);
+            match p {
+                Pending::Appended { records, bytes, .. } => {
+                    metrics.produced(topic, *records, *bytes)
+                }
+                Pending::Failed(e, _) => {
+                    metrics.error("Produce", e.code());
+                    failed = true;
+                }
             }
         }
-        return Reply::Silent;
+        return if failed { Reply::Close } else { Reply::Silent };
     }
     // Fields a version does not have must keep their defaults, or encoding fails.
     let message = move |m: Option<String>| {

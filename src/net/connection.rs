@@ -236,7 +236,8 @@ where
                             .ok_or(ConnectionError::Stalled(idle))??
                     }
                     Some(_) => {}
-                    // An undecodable request: the stream cannot be trusted past it.
+                    // An answer that could not be encoded (the stream cannot be
+                    // trusted past it), or a failed acks=0 produce: close.
                     None => return Ok(()),
                 }
                 // The request's bytes count against the shard until its answer is sent.

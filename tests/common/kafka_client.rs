@@ -2,7 +2,11 @@
 //! raw streams for tests that also send malformed bytes, and one-line produce, fetch
 //! and create calls.
 
-use std::{io::Read, net::TcpStream, time::Duration};
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    time::Duration,
+};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::{
@@ -79,6 +83,29 @@ pub fn produce(port: u16, topic: &str, partition: i32, records: Vec<u8>) -> (i16
     let r = call(&mut connect(port), &req, 9);
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
+}
+
+/// Sends a produce of `records` with acks=0 (no response comes) on a new connection and
+/// returns that connection.
+pub fn produce_unacknowledged(
+    port: u16,
+    topic: &str,
+    partition: i32,
+    records: Vec<u8>,
+) -> TcpStream {
+    let mut p = PartitionProduceData::default();
+    p.index = partition;
+    p.records = Some(Bytes::from(records));
+    let mut t = TopicProduceData::default();
+    t.name = name(topic);
+    t.partition_data = vec![p];
+    let mut req = ProduceRequest::default();
+    req.acks = 0;
+    req.timeout_ms = 5000;
+    req.topic_data = vec![t];
+    let mut stream = connect(port);
+    stream.write_all(&frame(&req, 9)).expect("send");
+    stream
 }
 
 /// A fetch of one partition from `offset`, up to `max_bytes`, waiting up to 100 ms.
