@@ -482,3 +482,53 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_deleted_topics_series_leave_the_scrape() {
+    use kafka_protocol::messages::DeleteTopicsRequest;
+    let dir = scratch_dir();
+    let metrics_port = free_port();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        1,
+        &["--metrics-listen", &format!("127.0.0.1:{metrics_port}")],
+    );
+    for topic in ["doomed", "kept"] {
+        assert_eq!(create(broker.port, topic, 1), 0);
+        assert_eq!(produce(broker.port, topic, 0, build_batch(3, b"m", 0)).0, 0);
+    }
+    let scrape = || get(metrics_port, "/metrics", None).1;
+    // Published within a second.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !scrape().contains("weir_partition_high_watermark{shard=\"0\",topic=\"doomed\"") {
+        assert!(std::time::Instant::now() < deadline, "never published");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut req = DeleteTopicsRequest::default();
+    req.topic_names = vec![name("doomed")];
+    req.timeout_ms = 5000;
+    assert_eq!(
+        call(&mut connect(broker.port), &req, 4).responses[0].error_code,
+        0
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = scrape();
+        if !text.contains("topic=\"doomed\"") {
+            assert!(
+                text.contains("weir_records_produced_total{shard=\"0\",topic=\"kept\"} 3"),
+                "{text}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a deleted topic's series are still scraped: {}",
+            text.lines()
+                .filter(|l| l.contains("doomed"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

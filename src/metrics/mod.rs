@@ -535,6 +535,22 @@ impl ShardMetrics {
         }
     }
 
+    /// Drops this shard's per-topic counters of `topic` (it was deleted here), so its
+    /// series leave the scrape instead of lingering until a restart.
+    pub fn forget_topic(&self, topic: &str) {
+        if self.topics.borrow_mut().remove(topic).is_none() {
+            return;
+        }
+        let labels = TopicLabels {
+            shard: self.shard,
+            topic: topic.to_string(),
+        };
+        let b = &self.broker;
+        for family in [&b.records_in, &b.bytes_in, &b.bytes_out] {
+            family.remove(&labels);
+        }
+    }
+
     /// Stops publishing a partition that left this shard (its topic was deleted).
     pub fn forget_partition(&self, topic: &str, partition: u32) {
         let labels = PartitionLabels {

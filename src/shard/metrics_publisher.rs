@@ -16,7 +16,8 @@ use super::context::ShardContext;
 pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Publishes every [`PUBLISH_INTERVAL`] until the shard is gone; partitions that left
-/// the shard (deleted topics) stop being published.
+/// the shard (deleted topics) stop being published, and a topic none of whose
+/// partitions is left loses its counters' series too.
 pub async fn run(ctx: Weak<ShardContext>) {
     // Each partition's gauges, kept between publications, and the round that last saw it.
     let mut published: HashMap<String, HashMap<u32, (PartitionGauges, u64)>> = HashMap::new();
@@ -49,6 +50,9 @@ pub async fn run(ctx: Weak<ShardContext>) {
                 }
                 open
             });
+            if parts.is_empty() {
+                ctx.metrics.forget_topic(topic);
+            }
             !parts.is_empty()
         });
         let mut groups_now = HashSet::new();
