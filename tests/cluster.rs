@@ -525,3 +525,51 @@ fn leader_hosts_nodes(bootstrap: &str, topic: &str) -> Vec<i64> {
         })
         .collect()
 }
+
+#[test]
+fn a_controller_only_voter_serves_no_clients_but_counts_in_the_quorum() {
+    let mut cluster = Cluster::start_with(3, 1, &[3]);
+    let metadata = cluster.converged_metadata(Duration::from_secs(15));
+    assert!(
+        metadata.contains("2 brokers"),
+        "host 3 is not a broker: {metadata}"
+    );
+    let status = cluster.status();
+    let hosts: Vec<u64> = status["hosts"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .map(|h| h["host"].as_u64().expect("id"))
+        .collect();
+    assert_eq!(hosts, [1, 2], "only brokers register");
+    assert_eq!(status["voters"].as_array().map(Vec::len), Some(3));
+    // With voter 2 gone, the controller-only voter makes the majority.
+    cluster.host(2).kill();
+    let b1 = cluster.host(1).bootstrap();
+    let (ok, out) = cluster.weir(&[
+        "topics",
+        "--bootstrap",
+        &b1,
+        "create",
+        "majority",
+        "--partitions",
+        "2",
+    ]);
+    assert!(ok, "{out}");
+    assert!(
+        !Command::new("timeout")
+            .args([
+                "5",
+                "kcat",
+                "-b",
+                &cluster.host(3).bootstrap(),
+                "-L",
+                "-m",
+                "3"
+            ])
+            .status()
+            .expect("kcat")
+            .success(),
+        "a controller-only host has no Kafka listener"
+    );
+}

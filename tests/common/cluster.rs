@@ -88,9 +88,21 @@ impl Host {
         self.child = Some(self.command().spawn().expect("start weir"));
     }
 
-    /// Waits until every shard answers; panics with the log if the process exits.
+    /// Waits until every shard answers (a controller-only voter: until its controller
+    /// listens); panics with the log if the process exits.
     pub fn wait_serving(&mut self) {
         let deadline = Instant::now() + START_TIMEOUT;
+        if self.extra.iter().any(|a| a == "controller") {
+            let addr: SocketAddr = self.controller().parse().expect("addr");
+            while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
+                assert!(
+                    Instant::now() < deadline,
+                    "controller {addr} did not listen"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            return;
+        }
         for s in 0..self.shards {
             let addr: SocketAddr = format!("{}:{}", self.ip(), self.port + s as u16)
                 .parse()
@@ -170,6 +182,12 @@ impl Cluster {
     /// Starts `voters` voter hosts (ids 1..=voters) of `shards` shards each and waits
     /// until all of them serve.
     pub fn start(voters: u32, shards: usize) -> Cluster {
+        Cluster::start_with(voters, shards, &[])
+    }
+
+    /// [`start`](Self::start), with the voters in `controller_only` running the
+    /// controller alone (`--process-roles controller`: no Kafka listener).
+    pub fn start_with(voters: u32, shards: usize, controller_only: &[u32]) -> Cluster {
         let ips: Vec<String> = (1..=8).map(|n| format!("127.0.0.{n}")).collect();
         let ip_refs: Vec<&str> = ips.iter().map(String::as_str).collect();
         let port = free_ports_on(&ip_refs, 4);
@@ -186,7 +204,11 @@ impl Cluster {
             controller_port,
         };
         for id in 1..=voters {
-            cluster.hosts.push(cluster.new_host(id, shards, true));
+            let mut host = cluster.new_host(id, shards, true);
+            if controller_only.contains(&id) {
+                host.extra = vec!["--process-roles".into(), "controller".into()];
+            }
+            cluster.hosts.push(host);
         }
         for h in &mut cluster.hosts {
             h.spawn();
@@ -286,7 +308,7 @@ impl Cluster {
             let answers: Vec<String> = self
                 .hosts
                 .iter()
-                .filter(|h| h.child.is_some())
+                .filter(|h| h.child.is_some() && !h.extra.iter().any(|a| a == "controller"))
                 .map(|h| {
                     let out = Command::new("timeout")
                         .args(["20", "kcat", "-b", &h.bootstrap(), "-L"])
