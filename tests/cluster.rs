@@ -132,6 +132,37 @@ fn three_hosts_serve_one_cluster_to_every_client() {
         [1, 1, 2, 2, 3, 3],
         "partitions spread evenly over every shard"
     );
+    // Two hosts alter different configs of one topic at once: neither change is lost.
+    let b3 = cluster.host(3).bootstrap();
+    let alters: Vec<_> = [(&b1, "retention.ms=3600000"), (&b3, "segment.ms=600000")]
+        .into_iter()
+        .map(|(bootstrap, kv)| {
+            let args = [
+                "topics",
+                "--bootstrap",
+                bootstrap,
+                "alter-config",
+                "spread",
+                kv,
+            ]
+            .map(String::from);
+            let weir = env!("CARGO_BIN_EXE_weir");
+            std::thread::spawn(move || Command::new(weir).args(&args).output())
+        })
+        .collect();
+    for a in alters {
+        let out = a.join().expect("thread").expect("run weir");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (ok, out) = cluster.weir(&["topics", "--bootstrap", &b2, "describe", "spread"]);
+    assert!(
+        ok && out.contains("retention.ms\t3600000") && out.contains("segment.ms\t600000"),
+        "both alters kept: {out}"
+    );
     produce(&b2, "spread", 0, 600);
     assert_eq!(count(&cluster.host(3).bootstrap(), "spread"), 600);
     let (ok, out) = cluster.weir(&["topics", "--bootstrap", &b1, "describe", "spread"]);

@@ -35,7 +35,7 @@ pub(super) async fn alter_topic(
     ctx: &ShardContext,
     resource_type: i8,
     name: &str,
-    change: impl FnOnce(&TopicConfigs) -> Result<TopicConfigs, ConfigError>,
+    change: impl Fn(&TopicConfigs) -> Result<TopicConfigs, ConfigError>,
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
     if resource_type != TOPIC {
@@ -95,7 +95,7 @@ impl Handler for AlterConfigs {
                 &ctx,
                 resource.resource_type,
                 name,
-                |_| Ok(given),
+                |_| Ok(given.clone()),
                 req.validate_only,
             )
             .await;

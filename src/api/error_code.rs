@@ -99,7 +99,8 @@ impl KafkaError for MetadataError {
             MetadataError::NotLeader { .. } => ResponseError::NotController,
             MetadataError::Unavailable(_)
             | MetadataError::Refused(_)
-            | MetadataError::NotRegistered(_) => ResponseError::RequestTimedOut,
+            | MetadataError::NotRegistered(_)
+            | MetadataError::Conflict(_) => ResponseError::RequestTimedOut,
         }
     }
 }

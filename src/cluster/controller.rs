@@ -401,7 +401,15 @@ impl Controller {
                 ));
                 Command::AddPartitions { name, placement }
             }
-            MetadataChange::SetConfigs { name, configs } => Command::SetConfigs { name, configs },
+            MetadataChange::SetConfigs {
+                name,
+                expected,
+                configs,
+            } => Command::SetConfigs {
+                name,
+                expected,
+                configs,
+            },
             MetadataChange::EnsureCoordinators => {
                 if !state.coordinators.is_empty() {
                     return Ok(applied.version());

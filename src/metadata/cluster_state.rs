@@ -98,6 +98,10 @@ pub enum MetadataError {
     /// The quorum could not commit the change in time (a majority is missing).
     #[error("the controller quorum is unavailable: {0}")]
     Unavailable(String),
+    /// A topic's configs changed since the change was computed (another host altered
+    /// them first); the asker recomputes from the new ones.
+    #[error("the configs of topic {0} changed meanwhile")]
+    Conflict(String),
 }
 
 /// A change a host asks the controller for. The controller leader checks it against the
@@ -122,10 +126,13 @@ pub enum MetadataChange {
         /// Its partition count after.
         partitions: u32,
     },
-    /// AlterConfigs / IncrementalAlterConfigs, already merged and checked.
+    /// AlterConfigs / IncrementalAlterConfigs, already merged and checked against
+    /// `expected`, the overrides the host merged into.
     SetConfigs {
         /// The topic.
         name: String,
+        /// The overrides the change was computed from.
+        expected: TopicConfigs,
         /// Its new overrides.
         configs: TopicConfigs,
     },
@@ -163,10 +170,13 @@ pub enum Command {
         /// Its new placement.
         placement: Vec<NodeId>,
     },
-    /// A topic's config overrides are replaced.
+    /// A topic's config overrides are replaced, if they still are `expected` (a change
+    /// computed from older overrides would lose another host's change).
     SetConfigs {
         /// The topic.
         name: String,
+        /// What the overrides must be for the change to apply.
+        expected: TopicConfigs,
         /// The new overrides.
         configs: TopicConfigs,
     },
@@ -221,11 +231,18 @@ impl ClusterState {
                 t.partitions = asked;
                 t.placement = placement;
             }
-            Command::SetConfigs { name, configs } => {
+            Command::SetConfigs {
+                name,
+                expected,
+                configs,
+            } => {
                 let t = self
                     .topics
                     .get_mut(&name)
-                    .ok_or(MetadataError::Unknown(name))?;
+                    .ok_or_else(|| MetadataError::Unknown(name.clone()))?;
+                if t.configs != expected {
+                    return Err(MetadataError::Conflict(name));
+                }
                 t.configs = configs;
             }
             Command::SetCoordinators(nodes) => {
@@ -387,6 +404,24 @@ mod tests {
         })
         .expect("grow");
         assert_eq!(s.topics["t"].partitions, 3);
+        let mut retention = TopicConfigs::new();
+        retention.insert("retention.ms".into(), "1000".into());
+        s.apply(Command::SetConfigs {
+            name: "t".into(),
+            expected: TopicConfigs::new(),
+            configs: retention.clone(),
+        })
+        .expect("configs as expected");
+        let stale = Command::SetConfigs {
+            name: "t".into(),
+            expected: TopicConfigs::new(),
+            configs: TopicConfigs::new(),
+        };
+        assert_eq!(s.apply(stale), Err(MetadataError::Conflict("t".into())));
+        assert_eq!(
+            s.topics["t"].configs, retention,
+            "a stale change loses nothing"
+        );
         s.apply(Command::SetClusterId("a".into())).expect("id");
         s.apply(Command::SetClusterId("b".into())).expect("id");
         assert_eq!(s.cluster_id, "a", "the first cluster id stays");

@@ -402,27 +402,45 @@ impl TopicRegistry {
     /// checked (`topic_config::validate_all`), durably, then makes them visible; shards
     /// apply them to the open partitions at their next look at the registry. `alter`
     /// sees the overrides as they are under the registry's lock, so two changes never
-    /// lose one another. With `validate_only`, changes nothing.
+    /// lose one another; on a cluster host the controller applies the result only if
+    /// the overrides are still those `alter` saw, and `alter` runs again on the newer
+    /// ones when another host changed them first. With `validate_only`, changes nothing.
     pub async fn alter_configs(
         self: &Arc<Self>,
         name: &str,
         validate_only: bool,
-        alter: impl FnOnce(&TopicConfigs) -> Result<TopicConfigs, ConfigError>,
+        alter: impl Fn(&TopicConfigs) -> Result<TopicConfigs, ConfigError>,
     ) -> Result<TopicInfo, RegistryError> {
         if matches!(self.backend, Backend::Controller(_)) {
-            let current = self
-                .get(name)
-                .ok_or_else(|| RegistryError::Unknown(name.to_string()))?;
-            let configs = alter(&current.configs)?;
-            validate_all(&configs)?;
-            if !validate_only {
+            let mut attempts = 0;
+            loop {
+                let current = self
+                    .get(name)
+                    .ok_or_else(|| RegistryError::Unknown(name.to_string()))?;
+                let configs = alter(&current.configs)?;
+                validate_all(&configs)?;
+                if validate_only {
+                    return Ok(TopicInfo { configs, ..current });
+                }
                 let change = MetadataChange::SetConfigs {
                     name: name.to_string(),
+                    expected: current.configs.clone(),
                     configs: configs.clone(),
                 };
-                self.ask_controller(change).await?;
+                match self.ask_controller(change).await {
+                    Ok(()) => return Ok(TopicInfo { configs, ..current }),
+                    // Another host's change won: wait for it here, then recompute.
+                    Err(RegistryError::Cluster(MetadataError::Conflict(_))) if attempts < 5 => {
+                        attempts += 1;
+                        let seen = self.version();
+                        let deadline = std::time::Instant::now() + PUBLISH_WAIT;
+                        while self.version() == seen && std::time::Instant::now() < deadline {
+                            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
             }
-            return Ok(TopicInfo { configs, ..current });
         }
         self.change(name, validate_only, |current| {
             let configs = alter(&current.configs)?;
