@@ -15,7 +15,7 @@ use std::{
 
 use common::{
     broker::{free_ports_on, Broker},
-    interop::{python, script},
+    interop::run_script,
     loadgen::{run_loadgen, summary},
     run_with_input, scratch_dir,
 };
@@ -104,21 +104,8 @@ fn start(dir: &Path, pki: &Pki, client_ca: bool) -> (Broker, u16) {
 }
 
 fn interop(args: &[&str], broker: &Broker) {
-    let out = Command::new("timeout")
-        .arg("180")
-        .arg(python())
-        .arg(script("tls_roundtrip.py"))
-        .args(args)
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "tls_roundtrip.py failed:\n{}\n{}\nbroker log:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        broker.log()
-    );
-    print!("{}", String::from_utf8_lossy(&out.stdout));
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    run_script("tls_roundtrip.py", broker, &args);
 }
 
 #[test]

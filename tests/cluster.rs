@@ -12,7 +12,7 @@ use std::{process::Command, time::Duration};
 use common::{
     broker::Broker,
     cluster::{Cluster, Host},
-    interop::{python, script},
+    interop::run_script_logged,
     run_with_input, scratch_dir,
 };
 
@@ -45,40 +45,20 @@ fn count(bootstrap: &str, topic: &str) -> usize {
 }
 
 fn interop(name: &str, args: &[&str], cluster: &Cluster) {
-    let out = Command::new("timeout")
-        .arg("180")
-        .arg(python())
-        .arg(script(name))
-        .args(args)
-        .output()
-        .expect("run python");
-    let logs: String = cluster
-        .hosts
-        .iter()
-        .map(|h| format!("--- host {}\n{}", h.id, h.log()))
-        .collect();
-    assert!(
-        out.status.success(),
-        "{name} failed:\n{}\n{}\n{logs}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    print!("{}", String::from_utf8_lossy(&out.stdout));
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    run_script_logged(name, &args, || {
+        cluster
+            .hosts
+            .iter()
+            .map(|h| format!("--- host {}\n{}", h.id, h.log()))
+            .collect()
+    });
 }
 
 /// The hosts (by node id / 1024) leading the partitions of `topic`, as `kcat -L` says.
 fn leader_hosts(bootstrap: &str, topic: &str) -> Vec<i64> {
-    kcat(&["-b", bootstrap, "-L", "-t", topic], None)
-        .lines()
-        .filter_map(|l| l.split("leader ").nth(1))
-        .map(|l| {
-            l.split(',')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .parse::<i64>()
-                .expect("leader")
-        })
+    leader_hosts_nodes(bootstrap, topic)
+        .into_iter()
         .map(|node| if node < 0 { -1 } else { node / 1024 })
         .collect()
 }

@@ -27,6 +27,12 @@ pub fn script(name: &str) -> PathBuf {
 /// Runs a script from `tests/interop` with `args` and fails with its output and the
 /// broker's log if it fails.
 pub fn run_script(name: &str, broker: &Broker, args: &[String]) {
+    run_script_logged(name, args, || format!("broker log:\n{}", broker.log()));
+}
+
+/// Runs a script from `tests/interop` with `args`; if it fails, fails with its output
+/// and what `logs` gives (the logs of the brokers involved).
+pub fn run_script_logged(name: &str, args: &[String], logs: impl FnOnce() -> String) {
     let out = Command::new("timeout")
         .arg("180")
         .arg(python())
@@ -36,10 +42,10 @@ pub fn run_script(name: &str, broker: &Broker, args: &[String]) {
         .expect("run python");
     assert!(
         out.status.success(),
-        "{name} failed:\n{}\n{}\nbroker log:\n{}",
+        "{name} failed:\n{}\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
-        broker.log()
+        logs()
     );
     print!("{}", String::from_utf8_lossy(&out.stdout));
 }

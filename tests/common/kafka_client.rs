@@ -67,9 +67,8 @@ pub fn create(port: u16, topic: &str, partitions: i32) -> i16 {
     call(&mut connect(port), &req, 7).topics[0].error_code
 }
 
-/// Produces `records` (RecordBatch bytes) with acks=all; returns the error code and
-/// base offset.
-pub fn produce(port: u16, topic: &str, partition: i32, records: Vec<u8>) -> (i16, i64) {
+/// A produce of `records` (RecordBatch bytes) to one partition, asking for `acks`.
+pub fn produce_request(topic: &str, partition: i32, records: Vec<u8>, acks: i16) -> ProduceRequest {
     let mut p = PartitionProduceData::default();
     p.index = partition;
     p.records = Some(Bytes::from(records));
@@ -77,10 +76,20 @@ pub fn produce(port: u16, topic: &str, partition: i32, records: Vec<u8>) -> (i16
     t.name = name(topic);
     t.partition_data = vec![p];
     let mut req = ProduceRequest::default();
-    req.acks = -1;
+    req.acks = acks;
     req.timeout_ms = 5000;
     req.topic_data = vec![t];
-    let r = call(&mut connect(port), &req, 9);
+    req
+}
+
+/// Produces `records` (RecordBatch bytes) with acks=all; returns the error code and
+/// base offset.
+pub fn produce(port: u16, topic: &str, partition: i32, records: Vec<u8>) -> (i16, i64) {
+    let r = call(
+        &mut connect(port),
+        &produce_request(topic, partition, records, -1),
+        9,
+    );
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
 }
@@ -93,18 +102,9 @@ pub fn produce_unacknowledged(
     partition: i32,
     records: Vec<u8>,
 ) -> TcpStream {
-    let mut p = PartitionProduceData::default();
-    p.index = partition;
-    p.records = Some(Bytes::from(records));
-    let mut t = TopicProduceData::default();
-    t.name = name(topic);
-    t.partition_data = vec![p];
-    let mut req = ProduceRequest::default();
-    req.acks = 0;
-    req.timeout_ms = 5000;
-    req.topic_data = vec![t];
     let mut stream = connect(port);
-    stream.write_all(&frame(&req, 9)).expect("send");
+    let request = produce_request(topic, partition, records, 0);
+    stream.write_all(&frame(&request, 9)).expect("send");
     stream
 }
 
