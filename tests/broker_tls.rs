@@ -17,56 +17,9 @@ use common::{
     broker::{free_ports_on, Broker},
     interop::run_script,
     loadgen::{run_loadgen, summary},
+    pki::{pki, Pki},
     run_with_input, scratch_dir,
 };
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-
-/// A CA and a certificate it signed, as PEM files in a directory.
-struct Pki {
-    ca: PathBuf,
-    server_cert: PathBuf,
-    server_key: PathBuf,
-    client_cert: PathBuf,
-    client_key: PathBuf,
-}
-
-fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    let key = KeyPair::generate().expect("key");
-    let cert = params.self_signed(&key).expect("CA");
-    (cert.pem(), Issuer::new(params, key))
-}
-
-fn leaf(issuer: &Issuer<'static, KeyPair>, names: &[&str], cn: &str) -> (String, String) {
-    let mut params =
-        CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-            .expect("params");
-    params.distinguished_name.push(DnType::CommonName, cn);
-    let key = KeyPair::generate().expect("key");
-    let cert = params.signed_by(&key, issuer).expect("leaf");
-    (cert.pem(), key.serialize_pem())
-}
-
-/// A CA, a server certificate for 127.0.0.1, and a client certificate, in `dir`.
-fn pki(dir: &Path, tag: &str) -> Pki {
-    let (ca_pem, issuer) = ca(&format!("weir test CA {tag}"));
-    let (server_pem, server_key) = leaf(&issuer, &["127.0.0.1", "localhost"], "127.0.0.1");
-    let (client_pem, client_key) = leaf(&issuer, &[], "User:alice");
-    let write = |name: &str, text: &str| {
-        let path = dir.join(format!("{tag}-{name}"));
-        std::fs::write(&path, text).expect("write PEM");
-        path
-    };
-    Pki {
-        ca: write("ca.pem", &ca_pem),
-        server_cert: write("server.pem", &server_pem),
-        server_key: write("server.key", &server_key),
-        client_cert: write("client.pem", &client_pem),
-        client_key: write("client.key", &client_key),
-    }
-}
 
 fn kcat(args: &[&str], input: Option<&str>) -> (bool, String) {
     let out = run_with_input(

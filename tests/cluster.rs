@@ -584,3 +584,60 @@ fn a_controller_only_voter_serves_no_clients_but_counts_in_the_quorum() {
         "a controller-only host has no Kafka listener"
     );
 }
+
+#[test]
+fn tls_clients_get_every_hosts_tls_ports() {
+    let scratch = scratch_dir();
+    let pki = common::pki::pki(scratch.path(), "cluster");
+    let ips: Vec<String> = (1..=3).map(|n| format!("127.0.0.{n}")).collect();
+    let ip_refs: Vec<&str> = ips.iter().map(String::as_str).collect();
+    let tls_port = common::broker::free_ports_on(&ip_refs, 1);
+    let (cert, key) = (pki.server_cert.clone(), pki.server_key.clone());
+    let mut cluster = Cluster::start_configured(3, 1, |id| {
+        vec![
+            "--tls-listen".into(),
+            format!("127.0.0.{id}:{tls_port}"),
+            "--tls-cert".into(),
+            cert.display().to_string(),
+            "--tls-key".into(),
+            key.display().to_string(),
+        ]
+    });
+    cluster.converged_metadata(Duration::from_secs(15));
+    let tls = |id: u32| format!("127.0.0.{id}:{tls_port}");
+    let ca = format!("ssl.ca.location={}", pki.ca.display());
+    let over_tls = |bootstrap: &str, rest: &[&str]| {
+        let mut args = vec!["-b", bootstrap, "-X", "security.protocol=ssl", "-X", &ca];
+        args.extend_from_slice(rest);
+        args.iter().map(|s| s.to_string()).collect::<Vec<String>>()
+    };
+    let run = |args: Vec<String>, input: Option<&str>| {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        kcat(&refs, input)
+    };
+    let metadata = run(over_tls(&tls(2), &["-L"]), None);
+    for id in 1..=3 {
+        assert!(
+            metadata.contains(&format!("at 127.0.0.{id}:{tls_port}")),
+            "host {id}'s TLS port: {metadata}"
+        );
+    }
+    let b1 = cluster.host(1).bootstrap();
+    let (ok, out) = cluster.weir(&[
+        "topics",
+        "--bootstrap",
+        &b1,
+        "create",
+        "sealed",
+        "--partitions",
+        "3",
+    ]);
+    assert!(ok, "{out}");
+    let lines: String = (0..90).map(|i| format!("k{i}:v{i}\n")).collect();
+    run(
+        over_tls(&tls(3), &["-t", "sealed", "-P", "-K:"]),
+        Some(&lines),
+    );
+    let got = run(over_tls(&tls(1), &["-t", "sealed", "-C", "-e", "-q"]), None);
+    assert_eq!(got.lines().count(), 90, "across all three hosts over TLS");
+}

@@ -188,6 +188,21 @@ impl Cluster {
     /// [`start`](Self::start), with the voters in `controller_only` running the
     /// controller alone (`--process-roles controller`: no Kafka listener).
     pub fn start_with(voters: u32, shards: usize, controller_only: &[u32]) -> Cluster {
+        Cluster::start_configured(voters, shards, |id| {
+            if controller_only.contains(&id) {
+                vec!["--process-roles".into(), "controller".into()]
+            } else {
+                Vec::new()
+            }
+        })
+    }
+
+    /// [`start`](Self::start), with `extra(id)` added to host `id`'s flags.
+    pub fn start_configured(
+        voters: u32,
+        shards: usize,
+        extra: impl Fn(u32) -> Vec<String>,
+    ) -> Cluster {
         let ips: Vec<String> = (1..=8).map(|n| format!("127.0.0.{n}")).collect();
         let ip_refs: Vec<&str> = ips.iter().map(String::as_str).collect();
         let port = free_ports_on(&ip_refs, 4);
@@ -205,9 +220,7 @@ impl Cluster {
         };
         for id in 1..=voters {
             let mut host = cluster.new_host(id, shards, true);
-            if controller_only.contains(&id) {
-                host.extra = vec!["--process-roles".into(), "controller".into()];
-            }
+            host.extra = extra(id);
             cluster.hosts.push(host);
         }
         for h in &mut cluster.hosts {
