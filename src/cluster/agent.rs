@@ -275,7 +275,10 @@ impl Agent {
                     if let Some(state) = reply.state {
                         let controller = controller_node(&state, reply.leader);
                         if let Err(e) = self.registry.install(state, reply.version, controller) {
+                            // The same metadata comes back at once: do not spin on a
+                            // failing disk.
                             tracing::error!(error = %e, "cannot install cluster metadata");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
                             continue;
                         }
                     }

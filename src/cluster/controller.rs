@@ -65,6 +65,9 @@ const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a heartbeat is held waiting for newer metadata.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
+/// A controller connection that sends nothing for this long is closed.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How often the leader looks for hosts to fence.
 const FENCE_CHECK: Duration = Duration::from_millis(250);
 
@@ -162,11 +165,24 @@ impl Controller {
             tracing::debug!(error = %e, "controller connection: no TCP_NODELAY");
         }
         loop {
-            let request = match read_frame::<Request>(&mut stream).await {
-                Ok(Some(r)) => r,
-                Ok(None) => return,
-                Err(e) => {
+            // Voters talk every heartbeat interval and hosts every poll interval: a
+            // connection silent for a minute is gone (or never was a peer).
+            let request = match tokio::time::timeout(
+                IDLE_TIMEOUT,
+                read_frame::<Request>(&mut stream),
+            )
+            .await
+            {
+                Ok(Ok(Some(r))) => r,
+                Ok(Ok(None)) => return,
+                Ok(Err(e)) => {
                     tracing::debug!(error = %e, "controller connection closed on a bad frame");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(
+                        "controller connection closed after {IDLE_TIMEOUT:?} of silence"
+                    );
                     return;
                 }
             };

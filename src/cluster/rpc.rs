@@ -164,8 +164,18 @@ pub async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io:
             format!("frame of {len} bytes is over {FRAME_BYTES_MAX}"),
         ));
     }
-    let mut body = vec![0u8; len];
-    stream.read_exact(&mut body).await?;
+    // Grown as bytes arrive, so a length claimed but never sent costs nothing.
+    let mut body = Vec::with_capacity(len.min(64 << 10));
+    (&mut *stream)
+        .take(len as u64)
+        .read_to_end(&mut body)
+        .await?;
+    if body.len() != len {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("frame cut short at {} of {len} bytes", body.len()),
+        ));
+    }
     serde_json::from_slice(&body)
         .map(Some)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
@@ -240,4 +250,50 @@ pub fn unexpected(response: &Response) -> std::io::Error {
         std::io::ErrorKind::InvalidData,
         format!("unexpected controller response {response:?}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends `bytes` to a fresh loopback connection, closes it, and reads one frame.
+    fn read_sent(bytes: Vec<u8>) -> std::io::Result<Option<Request>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let addr = listener.local_addr()?;
+            let writer = tokio::spawn(async move {
+                let mut s = TcpStream::connect(addr).await?;
+                s.write_all(&bytes).await?;
+                s.shutdown().await
+            });
+            let (mut stream, _) = listener.accept().await?;
+            let read = read_frame::<Request>(&mut stream).await;
+            writer.await.map_err(std::io::Error::other)??;
+            read
+        })
+    }
+
+    #[test]
+    fn frames_round_trip_and_bad_ones_are_refused() {
+        let body = serde_json::to_vec(&Request::Status).expect("json");
+        let mut good = (body.len() as u32).to_be_bytes().to_vec();
+        good.extend_from_slice(&body);
+        assert!(matches!(read_sent(good), Ok(Some(Request::Status))));
+        assert!(matches!(read_sent(Vec::new()), Ok(None)), "a clean end");
+        let mut short = 1000u32.to_be_bytes().to_vec();
+        short.extend_from_slice(b"{\"Sta");
+        let e = read_sent(short).expect_err("cut short");
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+        let huge = (FRAME_BYTES_MAX as u32 + 1).to_be_bytes().to_vec();
+        let e = read_sent(huge).expect_err("too long");
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        let mut garbage = 4u32.to_be_bytes().to_vec();
+        garbage.extend_from_slice(b"nope");
+        let e = read_sent(garbage).expect_err("not JSON");
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    }
 }
