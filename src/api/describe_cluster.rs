@@ -34,11 +34,13 @@ impl Handler for DescribeCluster {
     ) -> Reply<DescribeClusterResponse> {
         let ctx: &ShardContext = &ctx;
         let mut response = DescribeClusterResponse::default();
-        let view = ctx.registry.cluster();
+        ctx.resync().await;
+        let snapshot = ctx.metadata();
+        let view = &snapshot.view;
         response.cluster_id = StrBytes::from_string(view.cluster_id.clone());
         response.controller_id = BrokerId(view.controller.unwrap_or(-1));
         response.cluster_authorized_operations = i32::MIN;
-        response.brokers = brokers(&view, call.protocol)
+        response.brokers = brokers(view, call.protocol)
             .map(|(broker_id, host, port)| {
                 let mut b = DescribeClusterBroker::default();
                 b.broker_id = broker_id;

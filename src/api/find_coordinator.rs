@@ -47,7 +47,8 @@ impl Handler for FindCoordinator {
             }
         };
         ctx.resync().await;
-        let view = ctx.registry.cluster();
+        let snapshot = ctx.metadata();
+        let view = &snapshot.view;
         let locate = |key: &str| -> Located {
             let node = *table
                 .get(coordinator_slot(key, table.len()))

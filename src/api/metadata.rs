@@ -117,8 +117,10 @@ impl Handler for Metadata {
         let ctx: &ShardContext = &ctx;
         let version = call.version();
         let mut response = MetadataResponse::default();
-        let view = ctx.registry.cluster();
-        response.brokers = brokers(&view, call.protocol)
+        ctx.resync().await;
+        let snapshot = ctx.metadata();
+        let view = &snapshot.view;
+        response.brokers = brokers(view, call.protocol)
             .map(|(node_id, host, port)| {
                 let mut b = MetadataResponseBroker::default();
                 b.node_id = node_id;
@@ -138,11 +140,10 @@ impl Handler for Metadata {
             Some(list) => version == 0 && list.is_empty(),
         };
         if all {
-            response.topics = ctx
-                .registry
-                .list()
-                .iter()
-                .map(|t| topic_entry(&view, t, version))
+            response.topics = snapshot
+                .topics
+                .values()
+                .map(|t| topic_entry(view, t, version))
                 .collect();
         } else {
             let allow_create = version < 4 || req.allow_auto_topic_creation;
@@ -164,10 +165,10 @@ impl Handler for Metadata {
                 let found = if allow_create {
                     ctx.topic_or_create(&name).await
                 } else {
-                    ctx.registry.get(&name)
+                    snapshot.topics.get(&name).cloned()
                 };
                 response.topics.push(match found {
-                    Some(t) => topic_entry(&view, &t, version),
+                    Some(t) => topic_entry(view, &t, version),
                     None => error_entry(&name, ResponseError::UnknownTopicOrPartition.code()),
                 });
             }

@@ -3,7 +3,7 @@
 
 use std::{
     cell::{Cell, RefCell},
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     rc::Rc,
     sync::Arc,
     time::{Duration, Instant},
@@ -17,7 +17,7 @@ use crate::{
     metadata::{
         placement::{coordinator_slot, node_id, NodeId, ShardId},
         producer_ids::ProducerIds,
-        registry::{RegistryError, TopicInfo, TopicRegistry},
+        registry::{ClusterView, RegistryError, TopicInfo, TopicRegistry},
         topic_config, topic_name,
     },
     metrics::{BrokerMetrics, ShardMetrics},
@@ -59,6 +59,17 @@ struct TopicShape {
     log_append_time: bool,
 }
 
+/// The metadata as of a shard's last look at the registry: what Metadata,
+/// FindCoordinator and DescribeCluster answer from, without taking the registry's lock
+/// (which every shard shares).
+#[derive(Debug)]
+pub struct MetadataSnapshot {
+    /// The hosts, coordinators and controller.
+    pub view: ClusterView,
+    /// Every topic, by name.
+    pub topics: BTreeMap<String, TopicInfo>,
+}
+
 /// A shard's open logs: topic name → partition → (topic id, log). Looked up by `&str`,
 /// so the data path allocates no key.
 type OpenLogs = HashMap<String, HashMap<u32, ([u8; 16], PartitionLog)>>;
@@ -94,8 +105,8 @@ pub struct ShardContext {
     /// This shard's copy of the registry, refreshed when its version changes, so the
     /// data path never takes the registry's broker-wide lock.
     topics: RefCell<HashMap<String, TopicShape>>,
-    /// The group coordinator table as of the last look at the registry.
-    coordinators: RefCell<Vec<NodeId>>,
+    /// The metadata as of the last look at the registry.
+    snapshot: RefCell<Rc<MetadataSnapshot>>,
     logs: RefCell<OpenLogs>,
     reopen_attempts: RefCell<HashMap<PartitionKey, Instant>>,
     seen_version: Cell<u64>,
@@ -142,7 +153,15 @@ impl ShardContext {
             storage,
             inflight: Rc::new(Semaphore::new(inflight_kib)),
             topics: RefCell::new(HashMap::new()),
-            coordinators: RefCell::new(Vec::new()),
+            snapshot: RefCell::new(Rc::new(MetadataSnapshot {
+                view: ClusterView {
+                    cluster_id: String::new(),
+                    hosts: BTreeMap::new(),
+                    coordinators: Vec::new(),
+                    controller: None,
+                },
+                topics: BTreeMap::new(),
+            })),
             logs: RefCell::new(HashMap::new()),
             reopen_attempts: RefCell::new(HashMap::new()),
             seen_version: Cell::new(0),
@@ -238,7 +257,13 @@ impl ShardContext {
         if self.registry.version() != self.seen_version.get() {
             return owns(&self.registry.cluster().coordinators);
         }
-        owns(&self.coordinators.borrow())
+        owns(&self.snapshot.borrow().view.coordinators)
+    }
+
+    /// The metadata as of this shard's last look at the registry (call
+    /// [`resync`](Self::resync) first to be current).
+    pub fn metadata(&self) -> Rc<MetadataSnapshot> {
+        Rc::clone(&self.snapshot.borrow())
     }
 
     /// Refreshes this shard's copy of the registry and drops the logs of topics that
@@ -293,7 +318,10 @@ impl ShardContext {
             stale
         };
         *self.topics.borrow_mut() = topics;
-        *self.coordinators.borrow_mut() = self.registry.cluster().coordinators;
+        *self.snapshot.borrow_mut() = Rc::new(MetadataSnapshot {
+            view: self.registry.cluster(),
+            topics: listed.iter().map(|t| (t.name.clone(), t.clone())).collect(),
+        });
         // Altered topic configs reach the partitions already open.
         for ((topic, p), log) in self.open_logs() {
             match log_configs.get(topic.as_str()) {
@@ -451,8 +479,9 @@ impl ShardContext {
     /// The topic called `name`, creating it with the default partition count when
     /// auto-creation is on and the name is legal.
     pub async fn topic_or_create(&self, name: &str) -> Option<TopicInfo> {
-        if let Some(t) = self.registry.get(name) {
-            return Some(t);
+        self.resync().await;
+        if let Some(t) = self.metadata().topics.get(name) {
+            return Some(t.clone());
         }
         if !self.config.auto_create_topics || topic_name::validate(name).is_err() {
             return None;
