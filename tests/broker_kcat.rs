@@ -4,23 +4,9 @@
 #[allow(dead_code)]
 mod common;
 
-use std::{collections::BTreeMap, process::Command};
+use std::collections::BTreeMap;
 
-use common::{broker::Broker, run_with_input, scratch_dir};
-
-fn kcat(args: &[&str], input: Option<&str>) -> String {
-    let out = run_with_input(
-        Command::new("timeout").arg("60").arg("kcat").args(args),
-        input.map(str::as_bytes),
-        "kcat (installed by tests/run-all.sh)",
-    );
-    assert!(
-        out.status.success(),
-        "kcat {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
+use common::{broker::Broker, kcat, scratch_dir};
 
 /// `partition offset key value` lines of everything in `topic`.
 fn consume_all(broker: &Broker, topic: &str) -> Vec<(u32, u64, String, String)> {

@@ -11,24 +11,10 @@ use std::{process::Command, time::Duration};
 
 use common::{
     broker::Broker,
-    cluster::{Cluster, Host},
+    cluster::{run_weir, Cluster, Host},
     interop::run_script_logged,
-    run_with_input, scratch_dir,
+    kcat, scratch_dir,
 };
-
-fn kcat(args: &[&str], input: Option<&str>) -> String {
-    let out = run_with_input(
-        Command::new("timeout").arg("60").arg("kcat").args(args),
-        input.map(str::as_bytes),
-        "kcat (installed by tests/run-all.sh)",
-    );
-    assert!(
-        out.status.success(),
-        "kcat {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
 
 fn produce(bootstrap: &str, topic: &str, from: usize, n: usize) {
     let lines: String = (from..from + n).map(|i| format!("k{i}:v{i}\n")).collect();
@@ -95,16 +81,7 @@ fn three_hosts_serve_one_cluster_to_every_client() {
     }
     let b1 = cluster.host(1).bootstrap();
     let b2 = cluster.host(2).bootstrap();
-    let (ok, out) = cluster.weir(&[
-        "topics",
-        "--bootstrap",
-        &b2,
-        "create",
-        "spread",
-        "--partitions",
-        "6",
-    ]);
-    assert!(ok, "{out}");
+    create_topic(&b2, "spread", 6);
     let mut hosts = leader_hosts(&b1, "spread");
     hosts.sort();
     assert_eq!(
@@ -186,16 +163,7 @@ fn the_quorum_survives_a_minority_and_a_whole_restart() {
     let mut cluster = Cluster::start(3, 1);
     let b = |c: &mut Cluster, id: u32| c.host(id).bootstrap();
     let b1 = b(&mut cluster, 1);
-    let (ok, out) = cluster.weir(&[
-        "topics",
-        "--bootstrap",
-        &b1,
-        "create",
-        "kept",
-        "--partitions",
-        "3",
-    ]);
-    assert!(ok, "{out}");
+    create_topic(&b1, "kept", 3);
     produce(&b1, "kept", 0, 300);
     let (ok, out) = cluster.weir(&[
         "groups",
@@ -328,16 +296,7 @@ fn a_broker_only_host_joins_and_a_silent_host_is_fenced_then_refusals() {
         .expect("host 4 registered")
         .clone();
     assert_eq!(host4["voter"], false);
-    let (ok, out) = cluster.weir(&[
-        "topics",
-        "--bootstrap",
-        &b1,
-        "create",
-        "wide",
-        "--partitions",
-        "8",
-    ]);
-    assert!(ok, "{out}");
+    create_topic(&b1, "wide", 8);
     let hosts = leader_hosts(&b1, "wide");
     assert_eq!(
         hosts.iter().filter(|h| **h == 4).count(),
@@ -402,16 +361,7 @@ fn a_single_host_data_directory_joins_as_a_one_host_cluster() {
     let data = dir.path().join("data");
     let mut single = Broker::start(&data, 2, &[]);
     let b = single.bootstrap();
-    let (ok, out) = run_weir(&[
-        "topics",
-        "--bootstrap",
-        &b,
-        "create",
-        "legacy",
-        "--partitions",
-        "4",
-    ]);
-    assert!(ok, "{out}");
+    create_topic(&b, "legacy", 4);
     produce(&b, "legacy", 0, 200);
     let (ok, out) = run_weir(&[
         "groups",
@@ -481,6 +431,20 @@ fn a_single_host_data_directory_joins_as_a_one_host_cluster() {
     let _ = host.wait();
 }
 
+/// Creates `name` with `partitions` partitions through `bootstrap` with `weir topics`.
+fn create_topic(bootstrap: &str, name: &str, partitions: u32) {
+    let (ok, out) = run_weir(&[
+        "topics",
+        "--bootstrap",
+        bootstrap,
+        "create",
+        name,
+        "--partitions",
+        &partitions.to_string(),
+    ]);
+    assert!(ok, "creating {name}: {out}");
+}
+
 /// Runs `host`'s command line with some flags' values replaced and asserts it exits
 /// non-zero saying `why`.
 fn refused_start(host: &Host, replace: &[(&str, String)], why: &str) {
@@ -502,23 +466,6 @@ fn refused_start(host: &Host, replace: &[(&str, String)], why: &str) {
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{why}: the host started: {text}");
     assert!(text.contains(why), "expected {why:?}: {text}");
-}
-
-fn run_weir(args: &[&str]) -> (bool, String) {
-    let out = Command::new("timeout")
-        .arg("60")
-        .arg(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .output()
-        .expect("run weir");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
 }
 
 /// The leader node of each partition of `topic`, in partition order.
@@ -557,16 +504,7 @@ fn a_controller_only_voter_serves_no_clients_but_counts_in_the_quorum() {
     // With voter 2 gone, the controller-only voter makes the majority.
     cluster.host(2).kill();
     let b1 = cluster.host(1).bootstrap();
-    let (ok, out) = cluster.weir(&[
-        "topics",
-        "--bootstrap",
-        &b1,
-        "create",
-        "majority",
-        "--partitions",
-        "2",
-    ]);
-    assert!(ok, "{out}");
+    create_topic(&b1, "majority", 2);
     assert!(
         !Command::new("timeout")
             .args([
@@ -623,16 +561,7 @@ fn tls_clients_get_every_hosts_tls_ports() {
         );
     }
     let b1 = cluster.host(1).bootstrap();
-    let (ok, out) = cluster.weir(&[
-        "topics",
-        "--bootstrap",
-        &b1,
-        "create",
-        "sealed",
-        "--partitions",
-        "3",
-    ]);
-    assert!(ok, "{out}");
+    create_topic(&b1, "sealed", 3);
     let lines: String = (0..90).map(|i| format!("k{i}:v{i}\n")).collect();
     run(
         over_tls(&tls(3), &["-t", "sealed", "-P", "-K:"]),

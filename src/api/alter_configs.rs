@@ -16,10 +16,7 @@ use kafka_protocol::{
 };
 
 use crate::{
-    metadata::{
-        registry::RegistryError,
-        topic_config::{ConfigError, TopicConfigs},
-    },
+    metadata::topic_config::{ConfigError, TopicConfigs},
     shard::context::ShardContext,
 };
 
@@ -55,13 +52,6 @@ pub(super) async fn alter_topic(
                 ctx.resync().await;
             }
             Ok(())
-        }
-        Err(e @ RegistryError::Unknown(_)) => {
-            Err((ResponseError::UnknownTopicOrPartition, e.to_string()))
-        }
-        Err(e @ RegistryError::Config(_)) => Err((ResponseError::InvalidConfig, e.to_string())),
-        Err(e @ RegistryError::InProgress(_)) => {
-            Err((ResponseError::RequestTimedOut, e.to_string()))
         }
         Err(e) => Err((e.kafka_error(), e.to_string())),
     }

@@ -14,7 +14,7 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{metadata::registry::RegistryError, shard::context::ShardContext};
+use crate::shard::context::ShardContext;
 
 use super::{create_topics::PARTITIONS_MAX, error_code::KafkaError, Call, Handler, Reply};
 
@@ -60,15 +60,6 @@ impl Handler for CreatePartitions {
                             tracing::info!(topic = %info.name, partitions = info.partitions, "added partitions");
                         }
                         None
-                    }
-                    Err(e @ RegistryError::Unknown(_)) => {
-                        Some((ResponseError::UnknownTopicOrPartition, e.to_string()))
-                    }
-                    Err(e @ RegistryError::CannotShrink { .. }) => {
-                        Some((ResponseError::InvalidPartitions, e.to_string()))
-                    }
-                    Err(e @ RegistryError::InProgress(_)) => {
-                        Some((ResponseError::RequestTimedOut, e.to_string()))
                     }
                     Err(e) => Some((e.kafka_error(), e.to_string())),
                 }

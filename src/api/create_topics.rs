@@ -13,7 +13,6 @@ use kafka_protocol::{
 
 use crate::{
     metadata::{
-        registry::RegistryError,
         topic_config::{self, TopicConfigs},
         topic_name,
     },
@@ -93,10 +92,6 @@ impl Handler for CreateTopics {
                         tracing::info!(topic = %name, partitions, "created topic");
                         None
                     }
-                    Err(RegistryError::AlreadyExists(_)) => Some((
-                        ResponseError::TopicAlreadyExists,
-                        format!("topic {name} already exists"),
-                    )),
                     Err(e) => Some((e.kafka_error(), e.to_string())),
                 }
             };

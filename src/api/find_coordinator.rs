@@ -39,16 +39,18 @@ impl Handler for FindCoordinator {
         req: FindCoordinatorRequest,
     ) -> Reply<FindCoordinatorResponse> {
         let version = call.version();
-        let table = match ctx.registry.coordinators().await {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::warn!(error = %e, "no group coordinator table");
-                Vec::new()
-            }
-        };
         ctx.resync().await;
-        let snapshot = ctx.metadata();
+        let mut snapshot = ctx.metadata();
+        if snapshot.view.coordinators.is_empty() {
+            // The cluster's first FindCoordinator: the controller fills the table.
+            if let Err(e) = ctx.registry.coordinators().await {
+                tracing::warn!(error = %e, "no group coordinator table");
+            }
+            ctx.resync().await;
+            snapshot = ctx.metadata();
+        }
         let view = &snapshot.view;
+        let table = &view.coordinators;
         let locate = |key: &str| -> Located {
             let node = *table
                 .get(coordinator_slot(key, table.len()))

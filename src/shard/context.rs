@@ -199,7 +199,7 @@ impl ShardContext {
     }
 
     async fn open_owned_partitions(&self) {
-        for topic in self.registry.list() {
+        for topic in self.metadata().topics.values() {
             for p in 0..topic.partitions {
                 if topic.placement.get(p as usize) == Some(&self.node) {
                     if let Err(e) = self.partition(&topic.name, p as i32).await {
@@ -213,11 +213,7 @@ impl ShardContext {
     /// True when this shard owns partition `p` of `topic` (as of its last look at the
     /// registry).
     pub fn owns(&self, topic: &str, p: u32) -> bool {
-        self.topics
-            .borrow()
-            .get(topic)
-            .and_then(|t| t.placement.get(p as usize))
-            == Some(&self.node)
+        i32::try_from(p).is_ok_and(|p| self.placed_node(topic, p) == Some(self.node))
     }
 
     /// The node partition `p` of `topic` is placed on, as of this shard's last look at

@@ -167,6 +167,22 @@ fn cores(shards: usize) -> String {
         .join(",")
 }
 
+/// Runs the `weir` CLI (at most 60 s); returns whether it succeeded and its output.
+pub fn run_weir(args: &[&str]) -> (bool, String) {
+    let out: Output = Command::new("timeout")
+        .arg("60")
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .output()
+        .expect("run weir");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// A running test cluster.
 pub struct Cluster {
     /// Its hosts, by position (host `n` is `hosts[n - 1]` while ids are dense).
@@ -273,18 +289,7 @@ impl Cluster {
 
     /// Runs the `weir` CLI; returns whether it succeeded and its output.
     pub fn weir(&self, args: &[&str]) -> (bool, String) {
-        let out: Output = Command::new("timeout")
-            .arg("60")
-            .arg(env!("CARGO_BIN_EXE_weir"))
-            .args(args)
-            .output()
-            .expect("run weir");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
+        run_weir(args)
     }
 
     /// `weir cluster status --json`, asked of the first running voter that answers.

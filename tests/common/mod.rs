@@ -188,3 +188,22 @@ pub fn run_with_input(
     }
     child.wait_with_output().expect("wait")
 }
+
+/// Runs kcat (installed by `tests/run-all.sh`) with `args` and `input` on its standard
+/// input; returns what it printed, failing with its error output if it fails.
+pub fn kcat(args: &[&str], input: Option<&str>) -> String {
+    let out = run_with_input(
+        std::process::Command::new("timeout")
+            .arg("60")
+            .arg("kcat")
+            .args(args),
+        input.map(str::as_bytes),
+        "kcat (installed by tests/run-all.sh)",
+    );
+    assert!(
+        out.status.success(),
+        "kcat {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
