@@ -192,6 +192,10 @@ pub struct ConfigOverrides {
     pub process_roles: Option<String>,
     /// `--session-timeout DURATION`
     pub session_timeout: Option<String>,
+    /// `--default-replication-factor N`
+    pub default_replication_factor: Option<u32>,
+    /// `--replica-lag-time-max DURATION`
+    pub replica_lag_time_max: Option<String>,
     /// `--tls-listen HOST:PORT`
     pub tls_listen: Option<String>,
     /// `--tls-cert FILE`
@@ -254,6 +258,10 @@ impl ConfigOverrides {
             controller_listen: self.controller_listen.or(below.controller_listen),
             process_roles: self.process_roles.or(below.process_roles),
             session_timeout: self.session_timeout.or(below.session_timeout),
+            default_replication_factor: self
+                .default_replication_factor
+                .or(below.default_replication_factor),
+            replica_lag_time_max: self.replica_lag_time_max.or(below.replica_lag_time_max),
             tls_listen: self.tls_listen.or(below.tls_listen),
             tls_cert: self.tls_cert.or(below.tls_cert),
             tls_key: self.tls_key.or(below.tls_key),
@@ -290,6 +298,13 @@ fn tls_from(
 }
 
 impl BrokerConfig {
+    /// Replicas of a topic created without a factor: 1 on a single host.
+    pub fn default_replication_factor(&self) -> usize {
+        self.cluster
+            .as_ref()
+            .map_or(1, |c| c.default_replication_factor)
+    }
+
     /// Applies overrides on top of `self` and validates the result.
     pub fn apply(mut self, o: ConfigOverrides) -> Result<BrokerConfig, ConfigError> {
         if let Some(listen) = o.listen {
@@ -410,6 +425,8 @@ impl BrokerConfig {
                 controller_listen: o.controller_listen,
                 roles: o.process_roles,
                 session_timeout: o.session_timeout,
+                default_replication_factor: o.default_replication_factor,
+                replica_lag_time_max: o.replica_lag_time_max,
             },
         )
         .map_err(|e| invalid(e.option, e.reason))?;

@@ -251,6 +251,14 @@ struct ServeArgs {
     /// (Kafka's broker.session.timeout.ms). [default: 9s]
     #[arg(long, value_name = "DURATION")]
     session_timeout: Option<String>,
+    /// Replicas of auto-created topics and of CreateTopics with -1 (Kafka's
+    /// default.replication.factor). [default: 1]
+    #[arg(long, value_name = "N")]
+    default_replication_factor: Option<u32>,
+    /// A follower not caught up for this long leaves the ISR (Kafka's
+    /// replica.lag.time.max.ms). [default: 10s]
+    #[arg(long, value_name = "DURATION")]
+    replica_lag_time_max: Option<String>,
     /// Also serve TLS (Kafka's SSL protocol): shard 0 here, shard n on port + n.
     /// Needs --tls-cert and --tls-key; the certificate must name the advertised host.
     #[arg(long, value_name = "HOST:PORT")]
@@ -298,6 +306,8 @@ impl ServeArgs {
                 controller_listen: self.controller_listen,
                 process_roles: self.process_roles,
                 session_timeout: self.session_timeout,
+                default_replication_factor: self.default_replication_factor,
+                replica_lag_time_max: self.replica_lag_time_max,
                 tls_listen: self.tls_listen,
                 tls_cert: self.tls_cert,
                 tls_key: self.tls_key,

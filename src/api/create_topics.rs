@@ -1,5 +1,5 @@
-//! CreateTopics: validates each topic and adds it to the persisted registry. Every
-//! partition has one replica, on the shard placement picks for it.
+//! CreateTopics: validates each topic and adds it to the metadata: each partition's
+//! leader on the shard placement picks for it, its other replicas on other hosts.
 
 use std::rc::Rc;
 
@@ -51,6 +51,11 @@ impl Handler for CreateTopics {
             } else {
                 topic.num_partitions
             };
+            let replication_factor = if topic.replication_factor == -1 {
+                ctx.config.default_replication_factor()
+            } else {
+                topic.replication_factor.max(1) as usize
+            };
             let configs: TopicConfigs = topic
                 .configs
                 .iter()
@@ -71,11 +76,13 @@ impl Handler for CreateTopics {
                     ResponseError::InvalidPartitions,
                     format!("partitions must be within 1..={PARTITIONS_MAX}, got {partitions}"),
                 ))
-            } else if !(topic.replication_factor == -1 || topic.replication_factor == 1) {
+            } else if !(topic.replication_factor == -1
+                || (1..=16).contains(&topic.replication_factor))
+            {
                 Some((
                     ResponseError::InvalidReplicationFactor,
                     format!(
-                        "replication factor {}: replication is not available yet; every partition has one replica",
+                        "replication factor must be within 1..=16 (or -1), got {}",
                         topic.replication_factor
                     ),
                 ))
@@ -84,7 +91,11 @@ impl Handler for CreateTopics {
             } else if req.validate_only {
                 None
             } else {
-                match ctx.registry.create(&name, partitions as u32, configs).await {
+                match ctx
+                    .registry
+                    .create(&name, partitions as u32, replication_factor, configs)
+                    .await
+                {
                     Ok(info) => {
                         if call.version() >= 7 {
                             result.topic_id = uuid::Uuid::from_bytes(info.id);
@@ -103,7 +114,7 @@ impl Handler for CreateTopics {
                 // The partition count and replication factor are in the response from v5.
                 None if call.version() >= 5 => {
                     result.num_partitions = partitions;
-                    result.replication_factor = 1;
+                    result.replication_factor = replication_factor as i16;
                 }
                 None => {}
             }

@@ -47,7 +47,10 @@ impl KafkaError for StorageError {
             }
             // Closed while the request waited: the partition was deleted or the shard
             // is stopping; the client refreshes metadata and retries elsewhere.
-            StorageError::Closed(_) => ResponseError::NotLeaderOrFollower,
+            StorageError::Closed(_) | StorageError::NotLeader(_) => {
+                ResponseError::NotLeaderOrFollower
+            }
+            StorageError::NotContiguous { .. } => ResponseError::UnknownServerError,
             StorageError::Io { .. }
             | StorageError::Fenced { .. }
             | StorageError::Corrupt { .. }
@@ -94,7 +97,12 @@ impl KafkaError for MetadataError {
             MetadataError::CannotShrink { .. } => ResponseError::InvalidPartitions,
             MetadataError::InvalidConfig(_) => ResponseError::InvalidConfig,
             // Kafka's answer when too few brokers are alive to place replicas.
-            MetadataError::NoBrokers => ResponseError::InvalidReplicationFactor,
+            MetadataError::NoBrokers | MetadataError::ReplicationFactor { .. } => {
+                ResponseError::InvalidReplicationFactor
+            }
+            // A leader that lost its epoch is no longer the leader.
+            MetadataError::StaleLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+            MetadataError::InvalidIsr { .. } => ResponseError::InvalidRequest,
             // The quorum lost its majority (or is electing): the client retries.
             MetadataError::NotLeader { .. } => ResponseError::NotController,
             MetadataError::Unavailable(_)

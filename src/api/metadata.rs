@@ -17,6 +17,7 @@ use kafka_protocol::{
 
 use crate::{
     metadata::{
+        partition_state::PartitionState,
         placement::{node_id, NodeId, ShardId},
         registry::{ClusterView, TopicInfo},
         topic_name,
@@ -48,9 +49,11 @@ pub fn brokers(
         })
 }
 
-/// The leader of a partition placed on `node`: the node, when its host is live.
-pub fn live_leader(view: &ClusterView, node: Option<&NodeId>) -> Option<NodeId> {
-    let node = *node?;
+/// A partition's leader as Metadata reports it: the controller's choice, when its host
+/// is live (a fenced host's partitions answer "no leader" even before the controller
+/// moved them).
+pub fn live_leader(view: &ClusterView, state: &PartitionState) -> Option<NodeId> {
+    let node = state.leader?;
     let host = view.hosts.get(&crate::metadata::placement::host_of(node))?;
     (!host.fenced).then_some(node)
 }
@@ -63,20 +66,21 @@ fn topic_entry(view: &ClusterView, t: &TopicInfo, version: i16) -> MetadataRespo
     if version >= 10 {
         topic.topic_id = uuid::Uuid::from_bytes(t.id);
     }
-    topic.partitions = (0..t.partitions)
-        .map(|p| {
-            let placed = t.placement.get(p as usize);
+    let ids = |nodes: &[NodeId]| nodes.iter().map(|n| BrokerId(*n)).collect::<Vec<_>>();
+    topic.partitions = t
+        .states
+        .iter()
+        .enumerate()
+        .map(|(p, state)| {
             let mut part = MetadataResponsePartition::default();
             part.partition_index = p as i32;
             if version >= 7 {
-                part.leader_epoch = 0;
+                part.leader_epoch = state.leader_epoch;
             }
-            part.replica_nodes = placed.map(|n| BrokerId(*n)).into_iter().collect();
-            match live_leader(view, placed) {
-                Some(leader) => {
-                    part.leader_id = BrokerId(leader);
-                    part.isr_nodes = vec![BrokerId(leader)];
-                }
+            part.replica_nodes = ids(&state.replicas);
+            part.isr_nodes = ids(&state.isr);
+            match live_leader(view, state) {
+                Some(leader) => part.leader_id = BrokerId(leader),
                 None => {
                     part.leader_id = BrokerId(-1);
                     part.error_code = ResponseError::LeaderNotAvailable.code();

@@ -108,6 +108,12 @@ pub struct ClusterConfig {
     /// A host that has not heartbeaten for this long is fenced (Kafka's
     /// `broker.session.timeout.ms`).
     pub session_timeout: Duration,
+    /// Replicas of an auto-created topic or of a CreateTopics with -1 (Kafka's
+    /// `default.replication.factor`).
+    pub default_replication_factor: usize,
+    /// A follower that has not caught up with its leader for this long leaves the ISR
+    /// (Kafka's `replica.lag.time.max.ms`).
+    pub replica_lag_time_max: Duration,
 }
 
 impl ClusterConfig {
@@ -141,6 +147,11 @@ pub fn voters_text(voters: &[Voter]) -> String {
         .join(",")
 }
 
+/// How long a follower may stay behind before it leaves the ISR, by default: Kafka's
+/// `replica.lag.time.max.ms` is 30 s; a third of it keeps acks=all stalls behind a slow
+/// (not dead: the session timeout handles those) follower short.
+pub const REPLICA_LAG_TIME_MAX: Duration = Duration::from_secs(10);
+
 /// The cluster flags as given (command line or TOML file).
 #[derive(Debug, Clone, Default)]
 pub struct ClusterFlags {
@@ -152,6 +163,10 @@ pub struct ClusterFlags {
     pub roles: Option<String>,
     /// `--session-timeout`
     pub session_timeout: Option<String>,
+    /// `--default-replication-factor`
+    pub default_replication_factor: Option<u32>,
+    /// `--replica-lag-time-max`
+    pub replica_lag_time_max: Option<String>,
 }
 
 /// A refused cluster flag: which one and why.
@@ -181,10 +196,17 @@ pub fn cluster_from_flags(
         if flags.controller_listen.is_some()
             || flags.roles.is_some()
             || flags.session_timeout.is_some()
+            || flags.replica_lag_time_max.is_some()
         {
             return Err(flag(
                 "--controller-quorum-voters",
-                "required with --controller-listen, --process-roles or --session-timeout",
+                "required with --controller-listen, --process-roles, --session-timeout or --replica-lag-time-max",
+            ));
+        }
+        if flags.default_replication_factor.is_some_and(|f| f != 1) {
+            return Err(flag(
+                "--default-replication-factor",
+                "a single host holds one replica; more need --controller-quorum-voters",
             ));
         }
         return Ok(None);
@@ -218,11 +240,27 @@ pub fn cluster_from_flags(
     if session_timeout < Duration::from_millis(500) {
         return Err(flag("--session-timeout", "must be at least 500ms"));
     }
+    let default_replication_factor = flags.default_replication_factor.unwrap_or(1);
+    if !(1..=16).contains(&default_replication_factor) {
+        return Err(flag(
+            "--default-replication-factor",
+            "must be within 1..=16",
+        ));
+    }
+    let replica_lag_time_max = match flags.replica_lag_time_max {
+        Some(t) => parse_duration(&t).map_err(|e| flag("--replica-lag-time-max", e))?,
+        None => REPLICA_LAG_TIME_MAX,
+    };
+    if replica_lag_time_max < Duration::from_millis(100) {
+        return Err(flag("--replica-lag-time-max", "must be at least 100ms"));
+    }
     let cluster = ClusterConfig {
         voters,
         controller_listen,
         roles,
         session_timeout,
+        default_replication_factor: default_replication_factor as usize,
+        replica_lag_time_max,
     };
     cluster
         .validate(node_id)
@@ -261,6 +299,8 @@ mod tests {
             controller_listen: "127.0.0.1:9091".parse().expect("addr"),
             roles,
             session_timeout: Duration::from_secs(9),
+            default_replication_factor: 1,
+            replica_lag_time_max: REPLICA_LAG_TIME_MAX,
         };
         assert_eq!(
             c.validate(3),

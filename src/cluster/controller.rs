@@ -383,6 +383,7 @@ impl Controller {
             MetadataChange::CreateTopic {
                 name,
                 partitions,
+                replication_factor,
                 configs,
             } => {
                 if state.topics.contains_key(&name) {
@@ -391,7 +392,13 @@ impl Controller {
                 if nodes.is_empty() {
                     return Err(MetadataError::NoBrokers);
                 }
-                Command::CreateTopic(state.new_topic(&name, partitions, configs, 0))
+                Command::CreateTopic(state.new_topic(
+                    &name,
+                    partitions,
+                    replication_factor,
+                    configs,
+                    0,
+                )?)
             }
             MetadataChange::DeleteTopic(name) => Command::DeleteTopic(name),
             MetadataChange::AddPartitions { name, partitions } => {
@@ -409,13 +416,17 @@ impl Controller {
                 if nodes.is_empty() {
                     return Err(MetadataError::NoBrokers);
                 }
+                let added =
+                    crate::metadata::placement::place(&nodes, &name, t.partitions..partitions);
+                let states =
+                    state.replica_states(&added, &state.live_hosts(), t.replication_factor())?;
                 let mut placement = t.placement.clone();
-                placement.extend(crate::metadata::placement::place(
-                    &nodes,
-                    &name,
-                    t.partitions..partitions,
-                ));
-                Command::AddPartitions { name, placement }
+                placement.extend(added);
+                Command::AddPartitions {
+                    name,
+                    placement,
+                    states,
+                }
             }
             MetadataChange::SetConfigs {
                 name,
@@ -438,6 +449,18 @@ impl Controller {
                     .collect();
                 Command::SetCoordinators(table)
             }
+            MetadataChange::AlterIsr {
+                topic,
+                partition,
+                leader_epoch,
+                isr,
+            } => Command::AlterIsr {
+                topic,
+                partition,
+                leader_epoch,
+                isr,
+            },
+            MetadataChange::PreferLeaders => Command::PreferLeaders,
         };
         self.propose(cmd).await
     }

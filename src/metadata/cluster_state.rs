@@ -12,7 +12,8 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 use super::{
-    placement::{node_id, place, NodeId, ShardId},
+    partition_state::{IsrRefusal, PartitionState},
+    placement::{host_of, node_id, place, replicas, NodeId, ShardId},
     topic::TopicInfo,
     topic_config::TopicConfigs,
 };
@@ -102,6 +103,32 @@ pub enum MetadataError {
     /// them first); the asker recomputes from the new ones.
     #[error("the configs of topic {0} changed meanwhile")]
     Conflict(String),
+    /// More replicas asked for than there are live hosts to hold them.
+    #[error("replication factor {asked} needs as many live hosts; there are {hosts}")]
+    ReplicationFactor {
+        /// The factor asked for.
+        asked: usize,
+        /// Live hosts.
+        hosts: usize,
+    },
+    /// An ISR change from a leader whose epoch is not current.
+    #[error("leader epoch {epoch} of {topic}-{partition} is not current")]
+    StaleLeaderEpoch {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The epoch the proposer had.
+        epoch: i32,
+    },
+    /// An ISR that lacks the leader or names a node that is not a replica.
+    #[error("invalid ISR for {topic}-{partition}")]
+    InvalidIsr {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+    },
 }
 
 /// A change a host asks the controller for. The controller leader checks it against the
@@ -114,6 +141,9 @@ pub enum MetadataChange {
         name: String,
         /// How many partitions.
         partitions: u32,
+        /// Replicas per partition (absent from hosts that predate replication: 1).
+        #[serde(default = "one")]
+        replication_factor: usize,
         /// Checked config overrides.
         configs: TopicConfigs,
     },
@@ -138,6 +168,24 @@ pub enum MetadataChange {
     },
     /// Fill the group coordinator table if it is empty.
     EnsureCoordinators,
+    /// A partition leader's ISR change (Kafka's AlterPartition).
+    AlterIsr {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The proposer's leader epoch.
+        leader_epoch: i32,
+        /// The new ISR.
+        isr: Vec<NodeId>,
+    },
+    /// Move every partition's leadership back to its preferred replica where that
+    /// replica is live and in sync.
+    PreferLeaders,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// One change to the cluster metadata: an entry of the controller's log.
@@ -169,6 +217,10 @@ pub enum Command {
         name: String,
         /// Its new placement.
         placement: Vec<NodeId>,
+        /// The new partitions' states (absent from controllers that predate replication:
+        /// one replica each).
+        #[serde(default)]
+        states: Vec<PartitionState>,
     },
     /// A topic's config overrides are replaced, if they still are `expected` (a change
     /// computed from older overrides would lose another host's change).
@@ -182,6 +234,19 @@ pub enum Command {
     },
     /// The group coordinator table is set (once).
     SetCoordinators(Vec<NodeId>),
+    /// A leader's ISR change, if its epoch is still current.
+    AlterIsr {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The proposer's leader epoch.
+        leader_epoch: i32,
+        /// The new ISR.
+        isr: Vec<NodeId>,
+    },
+    /// Preferred replicas that are live and in sync take their leadership back.
+    PreferLeaders,
 }
 
 impl ClusterState {
@@ -203,11 +268,13 @@ impl ClusterState {
                     .get_mut(&host)
                     .ok_or(MetadataError::NotRegistered(host))?;
                 h.fenced = fenced;
+                self.elect_leaders(host, fenced);
             }
-            Command::CreateTopic(info) => {
+            Command::CreateTopic(mut info) => {
                 if self.topics.contains_key(&info.name) {
                     return Err(MetadataError::AlreadyExists(info.name));
                 }
+                info.fill_states();
                 self.topics.insert(info.name.clone(), info);
             }
             Command::DeleteTopic(name) => {
@@ -215,7 +282,11 @@ impl ClusterState {
                     .remove(&name)
                     .ok_or(MetadataError::Unknown(name))?;
             }
-            Command::AddPartitions { name, placement } => {
+            Command::AddPartitions {
+                name,
+                placement,
+                states,
+            } => {
                 let t = self
                     .topics
                     .get_mut(&name)
@@ -228,8 +299,12 @@ impl ClusterState {
                         asked,
                     });
                 }
+                t.fill_states();
                 t.partitions = asked;
                 t.placement = placement;
+                t.states.extend(states);
+                t.states.truncate(asked as usize);
+                t.fill_states();
             }
             Command::SetConfigs {
                 name,
@@ -250,8 +325,65 @@ impl ClusterState {
                     self.coordinators = nodes;
                 }
             }
+            Command::AlterIsr {
+                topic,
+                partition,
+                leader_epoch,
+                isr,
+            } => {
+                let state = self
+                    .topics
+                    .get_mut(&topic)
+                    .and_then(|t| t.states.get_mut(partition as usize))
+                    .ok_or_else(|| MetadataError::Unknown(topic.clone()))?;
+                state
+                    .alter_isr(leader_epoch, isr)
+                    .map_err(|refusal| match refusal {
+                        IsrRefusal::StaleEpoch => MetadataError::StaleLeaderEpoch {
+                            topic,
+                            partition,
+                            epoch: leader_epoch,
+                        },
+                        IsrRefusal::Invalid => MetadataError::InvalidIsr { topic, partition },
+                    })?;
+            }
+            Command::PreferLeaders => {
+                let hosts = &self.hosts;
+                let live = |n: NodeId| live_node(hosts, n);
+                for t in self.topics.values_mut() {
+                    for state in &mut t.states {
+                        state.prefer(live);
+                    }
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Elections after host `host` was fenced (its partitions move to in-sync replicas
+    /// elsewhere) or came back (partitions left without a leader get it back).
+    fn elect_leaders(&mut self, host: u32, fenced: bool) {
+        let hosts = &self.hosts;
+        let live = |n: NodeId| host_of(n) != host && live_node(hosts, n);
+        for t in self.topics.values_mut() {
+            t.fill_states();
+            for state in &mut t.states {
+                if fenced {
+                    state.fence_host(host, live);
+                } else {
+                    state.unfence_host(host);
+                }
+            }
+        }
+    }
+
+    /// Live hosts and their shard counts, ascending by id: where replicas can go.
+    pub fn live_hosts(&self) -> Vec<(u32, u32)> {
+        self.hosts
+            .iter()
+            .filter(|(_, h)| !h.fenced)
+            .map(|(id, h)| (*id, h.shards))
+            .collect()
     }
 
     /// The nodes partitions may be placed on: every shard of every live host,
@@ -274,39 +406,65 @@ impl ClusterState {
             .collect()
     }
 
-    /// A new topic with a fresh id, placed over the live nodes (or, when there are
-    /// none, over host `fallback_host`'s).
+    /// A new topic with a fresh id, its leaders placed over the live nodes (or, when
+    /// there are none, over host `fallback_host`'s) and `replication_factor` replicas
+    /// per partition, each on its own live host.
     pub fn new_topic(
         &self,
         name: &str,
         partitions: u32,
+        replication_factor: usize,
         configs: TopicConfigs,
         fallback_host: u32,
-    ) -> TopicInfo {
+    ) -> Result<TopicInfo, MetadataError> {
         let mut nodes = self.placeable_nodes();
+        let mut hosts = self.live_hosts();
         if nodes.is_empty() {
-            nodes = self
-                .hosts
-                .get(&fallback_host)
-                .map(|h| h.nodes(fallback_host).collect())
-                .unwrap_or_default();
+            if let Some(h) = self.hosts.get(&fallback_host) {
+                nodes = h.nodes(fallback_host).collect();
+                hosts = vec![(fallback_host, h.shards)];
+            }
         }
-        TopicInfo {
+        let placement = place(&nodes, name, 0..partitions);
+        let states = self.replica_states(&placement, &hosts, replication_factor)?;
+        Ok(TopicInfo {
             name: name.to_string(),
             id: fresh_id(name),
             partitions,
             configs,
-            placement: place(&nodes, name, 0..partitions),
-        }
+            placement,
+            states,
+        })
+    }
+
+    /// The states of new partitions led by `leaders`, `factor` replicas each on live
+    /// hosts `hosts`.
+    pub fn replica_states(
+        &self,
+        leaders: &[NodeId],
+        hosts: &[(u32, u32)],
+        factor: usize,
+    ) -> Result<Vec<PartitionState>, MetadataError> {
+        let sets = replicas(leaders, hosts, factor).ok_or(MetadataError::ReplicationFactor {
+            asked: factor,
+            hosts: hosts.len(),
+        })?;
+        Ok(sets.into_iter().map(PartitionState::new).collect())
     }
 
     /// The host record of the host node `node` belongs to, when it is live.
     pub fn live_host_of(&self, node: NodeId) -> Option<&HostRecord> {
-        let host = super::placement::host_of(node);
         self.hosts
-            .get(&host)
+            .get(&host_of(node))
             .filter(|h| !h.fenced && (super::placement::shard_of(node).0 as u32) < h.shards)
     }
+}
+
+/// True when `node` is a shard of a registered, unfenced host.
+fn live_node(hosts: &BTreeMap<u32, HostRecord>, node: NodeId) -> bool {
+    hosts
+        .get(&host_of(node))
+        .is_some_and(|h| !h.fenced && (super::placement::shard_of(node).0 as u32) < h.shards)
 }
 
 /// A topic id unique across creations: the name's CRC, the time in nanoseconds and a
@@ -348,6 +506,7 @@ mod tests {
             partitions: placement.len() as u32,
             configs: TopicConfigs::new(),
             placement,
+            states: Vec::new(),
         }
     }
 
@@ -385,10 +544,12 @@ mod tests {
             Command::AddPartitions {
                 name: "t".into(),
                 placement: vec![0],
+                states: Vec::new(),
             },
             Command::AddPartitions {
                 name: "t".into(),
                 placement: vec![1, 1, 0],
+                states: Vec::new(),
             },
             Command::SetFenced {
                 host: 9,
@@ -401,6 +562,7 @@ mod tests {
         s.apply(Command::AddPartitions {
             name: "t".into(),
             placement: vec![0, 1, 0],
+            states: Vec::new(),
         })
         .expect("grow");
         assert_eq!(s.topics["t"].partitions, 3);

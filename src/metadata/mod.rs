@@ -3,6 +3,7 @@
 //! which shard owns a partition or a group ([`placement`]).
 
 pub mod cluster_state;
+pub mod partition_state;
 pub mod placement;
 pub mod producer_ids;
 pub mod registry;

@@ -50,6 +50,38 @@ pub fn place(nodes: &[NodeId], topic: &str, partitions: std::ops::Range<u32>) ->
         .collect()
 }
 
+/// The replicas of partitions led by `leaders`, `factor` each: the leader first, then
+/// the same shard (or the last one it has) of each of the next `factor - 1` hosts of
+/// `hosts` (host id and shard count, ascending) after the leader's, wrapping around. No
+/// two replicas share a host, and a follower shard serves the same core index as its
+/// leader. `None` when there are fewer hosts than `factor` or a leader's host is not in
+/// `hosts`.
+pub fn replicas(
+    leaders: &[NodeId],
+    hosts: &[(u32, u32)],
+    factor: usize,
+) -> Option<Vec<Vec<NodeId>>> {
+    if factor == 0 || factor > hosts.len() {
+        return None;
+    }
+    leaders
+        .iter()
+        .map(|&leader| {
+            let at = hosts.iter().position(|(h, _)| *h == host_of(leader))?;
+            let shard = shard_of(leader).0 as u32;
+            let mut set = vec![leader];
+            for i in 1..factor {
+                let (host, shards) = hosts[(at + i) % hosts.len()];
+                set.push(node_id(
+                    host,
+                    ShardId(shard.min(shards.saturating_sub(1)) as usize),
+                ));
+            }
+            Some(set)
+        })
+        .collect()
+}
+
 /// The address shard `shard` listens on: the host's base address with the port moved
 /// up by the shard index (every shard is its own Kafka node on its own port).
 pub fn shard_addr(listen: SocketAddr, shard: ShardId) -> SocketAddr {
@@ -84,6 +116,18 @@ mod tests {
         let mut grown = place(&nodes, "orders", 0..3);
         grown.extend(place(&nodes, "orders", 3..8));
         assert_eq!(grown, place(&nodes, "orders", 0..8));
+    }
+
+    #[test]
+    fn replicas_sit_on_different_hosts() {
+        let hosts = [(1, 2), (2, 1), (3, 2)];
+        let sets = replicas(&[1024, 1025, 3073], &hosts, 3).expect("three hosts");
+        assert_eq!(sets[0], [1024, 2048, 3072]);
+        assert_eq!(sets[1], [1025, 2048, 3073], "host 2 has one shard");
+        assert_eq!(sets[2], [3073, 1025, 2048]);
+        assert_eq!(replicas(&[1024], &hosts, 1), Some(vec![vec![1024]]));
+        assert!(replicas(&[1024], &hosts, 4).is_none());
+        assert!(replicas(&[9 * 1024], &hosts, 2).is_none());
     }
 
     #[test]

@@ -167,6 +167,9 @@ impl TopicRegistry {
             for n in &mut t.placement {
                 *n = node_id(host, shard_of(*n));
             }
+            // One host, one replica: the placement is the whole state.
+            t.states.clear();
+            t.fill_states();
             cluster.topics.insert(t.name.clone(), t);
         }
         cluster.coordinators = nodes.clone();
@@ -192,10 +195,11 @@ impl TopicRegistry {
         link: ControllerLink,
     ) -> Result<Arc<TopicRegistry>, RegistryError> {
         let path = data_dir.join(CLUSTER_FILE);
-        let (cluster, version) = match read_json::<ClusterFile>(&path)? {
+        let (mut cluster, version) = match read_json::<ClusterFile>(&path)? {
             Some(file) => (file.state, file.version),
             None => (ClusterState::default(), 0),
         };
+        cluster.topics.values_mut().for_each(TopicInfo::fill_states);
         Ok(Arc::new(TopicRegistry {
             path,
             state: Mutex::new(State {
@@ -227,7 +231,7 @@ impl TopicRegistry {
     /// visible to the shards. Blocking (one small file write): call off the shards.
     pub fn install(
         &self,
-        state: ClusterState,
+        mut state: ClusterState,
         version: u64,
         controller: Option<NodeId>,
     ) -> Result<(), RegistryError> {
@@ -236,6 +240,7 @@ impl TopicRegistry {
             self.state().controller = controller;
             return Ok(());
         }
+        state.topics.values_mut().for_each(TopicInfo::fill_states);
         write_json(
             &self.path,
             &ClusterFile {
@@ -271,6 +276,31 @@ impl TopicRegistry {
         self.ask_controller(MetadataChange::EnsureCoordinators)
             .await?;
         Ok(self.state().cluster.coordinators.clone())
+    }
+
+    /// Asks the controller to make `isr` the ISR of partition `partition` of `topic`,
+    /// which this host leads at `leader_epoch` (Kafka's AlterPartition), and waits until
+    /// this host installed the result. A single host never replicates: nothing to do.
+    pub async fn alter_isr(
+        &self,
+        topic: &str,
+        partition: u32,
+        leader_epoch: i32,
+        isr: Vec<NodeId>,
+    ) -> Result<(), RegistryError> {
+        self.ask_controller(MetadataChange::AlterIsr {
+            topic: topic.to_string(),
+            partition,
+            leader_epoch,
+            isr,
+        })
+        .await
+    }
+
+    /// Asks the controller to hand every partition's leadership back to its preferred
+    /// replica where that one is live and in sync.
+    pub async fn prefer_leaders(&self) -> Result<(), RegistryError> {
+        self.ask_controller(MetadataChange::PreferLeaders).await
     }
 
     /// Sends `change` to the controller and waits until this host has installed the
@@ -318,12 +348,13 @@ impl TopicRegistry {
         self.state().cluster.topics.values().cloned().collect()
     }
 
-    /// Creates a topic with `partitions` partitions and a fresh id, durably, then makes
-    /// it visible.
+    /// Creates a topic with `partitions` partitions of `replication_factor` replicas and
+    /// a fresh id, durably, then makes it visible. A single host holds one replica.
     pub async fn create(
         self: &Arc<Self>,
         name: &str,
         partitions: u32,
+        replication_factor: usize,
         configs: TopicConfigs,
     ) -> Result<TopicInfo, RegistryError> {
         let host = match &self.backend {
@@ -332,6 +363,7 @@ impl TopicRegistry {
                 let change = MetadataChange::CreateTopic {
                     name: name.to_string(),
                     partitions,
+                    replication_factor,
                     configs,
                 };
                 self.ask_controller(change).await?;
@@ -342,7 +374,9 @@ impl TopicRegistry {
         };
         let info = {
             let mut s = self.state();
-            let info = s.cluster.new_topic(name, partitions, configs, host);
+            let info = s
+                .cluster
+                .new_topic(name, partitions, replication_factor, configs, host)?;
             if s.cluster.topics.contains_key(name) || s.pending.contains_key(name) {
                 return Err(RegistryError::AlreadyExists(name.to_string()));
             }
@@ -387,13 +421,14 @@ impl TopicRegistry {
                     asked: partitions,
                 });
             }
-            let mut placement = current.placement.clone();
-            placement.extend(place(&nodes, name, current.partitions..partitions));
-            Ok(TopicInfo {
-                partitions,
-                placement,
-                ..current.clone()
-            })
+            let mut grown = current.clone();
+            grown.fill_states();
+            grown
+                .placement
+                .extend(place(&nodes, name, current.partitions..partitions));
+            grown.partitions = partitions;
+            grown.fill_states();
+            Ok(grown)
         })
         .await
     }
@@ -577,7 +612,7 @@ mod tests {
         run(async move {
             let registry = TopicRegistry::load(&path, 0, one_host(2)).expect("load");
             let created = registry
-                .create("orders", 2, TopicConfigs::new())
+                .create("orders", 2, 1, TopicConfigs::new())
                 .await
                 .expect("create");
             let before = registry.version();

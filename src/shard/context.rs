@@ -484,7 +484,12 @@ impl ShardContext {
         }
         match self
             .registry
-            .create(name, self.config.default_partitions, Default::default())
+            .create(
+                name,
+                self.config.default_partitions,
+                self.config.default_replication_factor(),
+                Default::default(),
+            )
             .await
         {
             Ok(t) => {

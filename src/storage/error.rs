@@ -72,6 +72,20 @@ pub enum StorageError {
         /// What was wrong.
         detail: String,
     },
+    /// This replica stopped leading the partition while an append waited to be
+    /// committed; the new leader may not keep it.
+    #[error("partition {0}: no longer the leader")]
+    NotLeader(PathBuf),
+    /// A replica's append did not continue the log: its first offset is not the log end.
+    #[error("partition {path}: replicated batch at offset {offset} does not continue the log at {log_end}")]
+    NotContiguous {
+        /// The partition directory.
+        path: PathBuf,
+        /// The batch's base offset.
+        offset: i64,
+        /// The log end offset.
+        log_end: Offset,
+    },
     /// The partition was closed or deleted while the operation was pending.
     #[error("partition {0} is closed")]
     Closed(PathBuf),

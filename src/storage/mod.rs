@@ -53,7 +53,20 @@ pub use record_batch::{BatchError, ProducePayload, RecordBatch};
 pub use shard_storage::{DurableMark, ShardStorage, ShardStorageConfig};
 
 /// A Kafka offset: the position of a record in its partition. Never negative.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct Offset(pub u64);
 
 impl Offset {

@@ -133,6 +133,8 @@ pub struct BatchHeader {
     pub producer_epoch: i16,
     /// `baseSequence`, or -1.
     pub base_sequence: i32,
+    /// `partitionLeaderEpoch`.
+    pub leader_epoch: i32,
 }
 
 impl BatchHeader {
@@ -156,6 +158,7 @@ impl BatchHeader {
             producer_id: be_i64(bytes, PRODUCER_ID_AT),
             producer_epoch: be_i16(bytes, PRODUCER_EPOCH_AT),
             base_sequence: be_i32(bytes, BASE_SEQUENCE_AT),
+            leader_epoch: be_i32(bytes, LEADER_EPOCH_AT),
         })
     }
 
@@ -238,6 +241,12 @@ impl<'a> RecordBatch<'a> {
     /// `lastOffsetDelta`.
     pub fn last_offset_delta(&self) -> i32 {
         be_i32(self.bytes, LAST_OFFSET_DELTA_AT)
+    }
+
+    /// `partitionLeaderEpoch`: the epoch of the leader that appended the batch (as
+    /// stored; a producer sends -1).
+    pub fn partition_leader_epoch(&self) -> i32 {
+        be_i32(self.bytes, LEADER_EPOCH_AT)
     }
 
     /// The first [`REWRITTEN_PREFIX_BYTES`] of the batch as they must be stored once the

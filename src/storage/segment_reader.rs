@@ -118,13 +118,15 @@ impl SegmentReader {
     }
 
     /// Whole batches starting with the first whose last offset is at least `target`,
-    /// at most `max_bytes` in total except that the first batch is always returned whole
-    /// (Kafka's rule, so a consumer can always make progress). `start` must be a batch
-    /// boundary at or before that batch. `None` when no such batch is below the limit.
+    /// none starting at or past offset `below`, at most `max_bytes` in total except that
+    /// the first batch is always returned whole (Kafka's rule, so a consumer can always
+    /// make progress). `start` must be a batch boundary at or before that batch. `None`
+    /// when no such batch is below the limit; empty when it starts at or past `below`.
     pub async fn read_batches(
         &self,
         start: FilePosition,
         target: i64,
+        below: i64,
         max_bytes: usize,
     ) -> Result<Option<Bytes>> {
         let Some((first, header)) = self
@@ -133,6 +135,9 @@ impl SegmentReader {
         else {
             return Ok(None);
         };
+        if header.base_offset >= below {
+            return Ok(Some(Bytes::new()));
+        }
         let fetched = self
             .fetch(first.0, header.total_bytes.max(max_bytes))
             .await?;
@@ -140,7 +145,9 @@ impl SegmentReader {
         let mut end = 0usize;
         while end + HEADER_BYTES <= bytes.len() {
             let h = self.header_at(&bytes[end..], first.0 + end as u64)?;
-            if end + h.total_bytes > bytes.len() || (end > 0 && end + h.total_bytes > max_bytes) {
+            if end + h.total_bytes > bytes.len()
+                || (end > 0 && (end + h.total_bytes > max_bytes || h.base_offset >= below))
+            {
                 break;
             }
             if fetched.from_disk {
@@ -221,12 +228,12 @@ mod tests {
             };
             for target in [0i64, 4, 29] {
                 let a = cached
-                    .read_batches(FilePosition(0), target, 1200)
+                    .read_batches(FilePosition(0), target, i64::MAX, 1200)
                     .await
                     .expect("cache")
                     .expect("found");
                 let b = disk
-                    .read_batches(FilePosition(0), target, 1200)
+                    .read_batches(FilePosition(0), target, i64::MAX, 1200)
                     .await
                     .expect("disk")
                     .expect("found");
@@ -235,7 +242,7 @@ mod tests {
                 assert!(first.base_offset <= target && first.last_offset() >= target);
             }
             assert!(disk
-                .read_batches(FilePosition(0), 30, 100)
+                .read_batches(FilePosition(0), 30, i64::MAX, 100)
                 .await
                 .expect("read")
                 .is_none());
@@ -259,7 +266,7 @@ mod tests {
                 limit: FilePosition(all.len() as u64),
             };
             let err = disk
-                .read_batches(FilePosition(0), 0, 1 << 20)
+                .read_batches(FilePosition(0), 0, i64::MAX, 1 << 20)
                 .await
                 .expect_err("corrupt");
             assert!(

@@ -76,14 +76,11 @@ impl FlushTarget for LogShared {
                         })
                         .detach();
                     }
-                    st.high_watermark = st.high_watermark.max(target);
-                    let hw = st.high_watermark;
-                    let ready = st.waiters.partition_point(|(t, _)| *t <= hw);
-                    let woken: Vec<_> = st.waiters.drain(..ready).collect();
+                    st.durable_end = st.durable_end.max(target);
+                    st.advance_high_watermark();
+                    let woken = st.ready_waiters();
                     drop(st);
-                    for (_, w) in woken {
-                        w.wake();
-                    }
+                    woken.into_iter().for_each(std::task::Waker::wake);
                 }
                 Err(e) => {
                     tracing::error!(dir = %self.dir.display(), error = %e, "flush failed; fencing the partition");

@@ -46,15 +46,19 @@ use super::{
 mod delete_records;
 mod durable;
 mod flush_target;
+mod leader_epochs;
 mod log_dir;
 mod producer_rebuild;
+mod replica;
 mod retention;
 #[cfg(test)]
 mod tests;
 mod timestamp_lookup;
 
 pub use delete_records::LOG_START_FILE;
-pub use durable::Durable;
+pub use durable::{Durable, Wait};
+pub use leader_epochs::{EpochEnd, LeaderEpochs};
+pub use replica::cut_log;
 pub use timestamp_lookup::{TimestampOffset, TimestampQuery};
 
 use log_dir::{list_segments, sync_dir};
@@ -69,6 +73,15 @@ pub struct LogRead {
     pub high_watermark: Offset,
     /// The log start offset when the read began.
     pub log_start_offset: Offset,
+}
+
+/// How an append's batches get their offsets and leader epoch.
+#[derive(Debug, Clone, Copy)]
+enum Stamp {
+    /// The leader assigns offsets from the log end and stamps its epoch.
+    Leader(i32),
+    /// A follower keeps the leader's offsets and epochs, which must continue the log.
+    Replica,
 }
 
 /// Where an append landed; await [`Appended::durable`] before acknowledging it.
@@ -86,10 +99,40 @@ struct LogState {
     producers: ProducerStates,
     log_start: Offset,
     log_end: Offset,
+    /// One past the last offset this replica made durable.
+    durable_end: Offset,
+    /// What replication allows to count as committed (see [`PartitionLog::set_commit_cap`]);
+    /// `None` for a partition that is not replicated: durable here is committed.
+    commit_cap: Option<Offset>,
     high_watermark: Offset,
+    /// Where every leader epoch in the log starts.
+    epochs: LeaderEpochs,
+    /// Bumped when this replica stops leading: appends waiting to be committed then
+    /// fail, since the new leader may not keep them.
+    step_downs: u64,
     fenced: Option<FenceReason>,
     closed: bool,
+    /// Appends waiting for `durable_end` or the high watermark, by target offset.
     waiters: VecDeque<(Offset, Waker)>,
+}
+
+impl LogState {
+    /// Moves the high watermark to what durability and replication allow, never back.
+    fn advance_high_watermark(&mut self) {
+        let allowed = match self.commit_cap {
+            Some(cap) => self.durable_end.min(cap),
+            None => self.durable_end,
+        };
+        self.high_watermark = self.high_watermark.max(allowed);
+    }
+
+    /// Wakers of the appends that may have become durable or committed.
+    fn ready_waiters(&mut self) -> Vec<Waker> {
+        let ready = self
+            .waiters
+            .partition_point(|(t, _)| *t <= self.durable_end);
+        self.waiters.drain(..ready).map(|(_, w)| w).collect()
+    }
 }
 
 struct LogShared {
@@ -189,7 +232,11 @@ impl PartitionLog {
                 producers: ProducerStates::default(),
                 log_start,
                 log_end,
+                durable_end: log_end,
+                commit_cap: None,
                 high_watermark: log_end,
+                epochs: LeaderEpochs::default(),
+                step_downs: 0,
                 fenced: None,
                 closed: false,
                 waiters: VecDeque::new(),
@@ -198,6 +245,7 @@ impl PartitionLog {
             queued: Cell::new(false),
         });
         let log = PartitionLog { shared };
+        log.load_epochs().await?;
         log.rebuild_producer_states().await?;
         Ok((log, reports))
     }
@@ -266,21 +314,31 @@ impl PartitionLog {
     /// old. In memory when this returns; see the module docs for [`Durable`].
     /// Concurrent appends are serialised in call order.
     pub async fn append(&self, payload: &ProducePayload, leader_epoch: i32) -> Result<Appended> {
+        self.append_as(payload, Stamp::Leader(leader_epoch)).await
+    }
+
+    async fn append_as(&self, payload: &ProducePayload, stamp: Stamp) -> Result<Appended> {
         let shared = &self.shared;
         let _permit = self.lock_appends().await?;
         let count = payload.record_count();
         let roll = {
             let st = shared.state.borrow();
             self.refuse(&st)?;
-            if let Some(duplicate) = check_sequences(&st.producers, payload)? {
+            if let Stamp::Replica = stamp {
+                let first = payload.batches().next().map_or(-1, |b| b.base_offset());
+                if first != st.log_end.to_wire() {
+                    return Err(StorageError::NotContiguous {
+                        path: shared.dir.clone(),
+                        offset: first,
+                        log_end: st.log_end,
+                    });
+                }
+            } else if let Some(duplicate) = check_sequences(&st.producers, payload)? {
                 // A retry of a stored batch: its original offsets, durable when they are.
                 return Ok(Appended {
                     base_offset: duplicate.0,
                     last_offset: duplicate.1,
-                    durable: Durable {
-                        log: Rc::clone(shared),
-                        target: Offset(duplicate.1 .0 + 1),
-                    },
+                    durable: self.durable(&st, Offset(duplicate.1 .0 + 1)),
                 });
             }
             if st
@@ -308,6 +366,7 @@ impl PartitionLog {
         if roll {
             self.roll().await?;
         }
+        self.begin_epochs(payload, stamp).await?;
         let mut st = shared.state.borrow_mut();
         self.refuse(&st)?;
         let base_offset = st.log_end;
@@ -319,7 +378,22 @@ impl PartitionLog {
         } = &mut *st;
         let active = segments.back_mut().expect("active segment");
         for batch in payload.batches() {
-            active.append(&batch, next, leader_epoch);
+            let epoch = match stamp {
+                Stamp::Leader(epoch) => epoch,
+                Stamp::Replica => batch.partition_leader_epoch(),
+            };
+            if let Stamp::Replica = stamp {
+                // A leader's batches are dense; anything else is refused before storing.
+                if batch.base_offset() != next.to_wire() {
+                    drop(st);
+                    return Err(StorageError::NotContiguous {
+                        path: shared.dir.clone(),
+                        offset: batch.base_offset(),
+                        log_end: next,
+                    });
+                }
+            }
+            active.append(&batch, next, epoch);
             let last = Offset(next.0 + u64::from(batch.record_count()) - 1);
             if batch.producer_id() >= 0 {
                 producers.record(
@@ -336,16 +410,47 @@ impl PartitionLog {
             next = Offset(last.0 + 1);
         }
         st.log_end = next;
+        let durable = self.durable(&st, next);
         drop(st);
         self.enqueue_flush(payload.total_bytes() as u64);
         Ok(Appended {
             base_offset,
             last_offset: Offset(next.0 - 1),
-            durable: Durable {
-                log: Rc::clone(shared),
-                target: next,
-            },
+            durable,
         })
+    }
+
+    /// The future that waits for offsets below `target` to be committed.
+    fn durable(&self, st: &LogState, target: Offset) -> Durable {
+        Durable {
+            log: Rc::clone(&self.shared),
+            target,
+            wait: Wait::Committed,
+            step_downs: st.step_downs,
+        }
+    }
+
+    /// Records, durably, where the payload's new leader epochs begin (a leader's one
+    /// epoch at the log end, or each epoch a replicated payload brings). Called with the
+    /// append lock held.
+    async fn begin_epochs(&self, payload: &ProducePayload, stamp: Stamp) -> Result<()> {
+        let changed = {
+            let st = self.shared.state.borrow();
+            let mut epochs = st.epochs.clone();
+            let changed = match stamp {
+                Stamp::Leader(epoch) => epochs.observe(epoch, st.log_end),
+                Stamp::Replica => payload.batches().fold(false, |changed, b| {
+                    let start = Offset(b.base_offset().max(0) as u64);
+                    epochs.observe(b.partition_leader_epoch(), start) || changed
+                }),
+            };
+            changed.then_some(epochs)
+        };
+        if let Some(epochs) = changed {
+            self.save_epochs(epochs.clone()).await?;
+            self.shared.state.borrow_mut().epochs = epochs;
+        }
+        Ok(())
     }
 
     /// Serialises appends (and close) in call order; held across a roll's file creation.
@@ -388,11 +493,28 @@ impl PartitionLog {
     /// Stored batches starting with the one that contains `offset`, at most `max_bytes`
     /// except that the first batch is always whole (Kafka's fetch rule), never at or past
     /// the high watermark, all from one segment. Fails with `OffsetOutOfRange` outside
-    /// `[log start, high watermark]`; at the high watermark the records are empty.
+    /// `[log start, log end]`; at or past the high watermark the records are empty.
     pub async fn read(&self, offset: Offset, max_bytes: usize) -> Result<LogRead> {
+        self.read_below(offset, max_bytes, |st| st.high_watermark)
+            .await
+    }
+
+    /// What a follower replicating this log reads: as [`read`](Self::read), but up to
+    /// everything durable here rather than the high watermark.
+    pub async fn read_replica(&self, offset: Offset, max_bytes: usize) -> Result<LogRead> {
+        self.read_below(offset, max_bytes, |st| st.durable_end)
+            .await
+    }
+
+    async fn read_below(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        bound: impl Fn(&LogState) -> Offset,
+    ) -> Result<LogRead> {
         let mut segment_index = None;
         loop {
-            let (reader, start, read) = {
+            let (reader, start, read, below) = {
                 let st = self.shared.state.borrow();
                 if st.closed {
                     return Err(StorageError::Closed(self.shared.dir.clone()));
@@ -402,14 +524,14 @@ impl PartitionLog {
                     high_watermark: st.high_watermark,
                     log_start_offset: st.log_start,
                 };
-                if offset < st.log_start || offset > st.high_watermark {
+                if offset < st.log_start || offset > st.log_end {
                     return Err(StorageError::OffsetOutOfRange {
                         requested: offset,
                         log_start: st.log_start,
                         high_watermark: st.high_watermark,
                     });
                 }
-                if offset == st.high_watermark {
+                if offset >= bound(&st) {
                     return Ok(read);
                 }
                 let i = match segment_index {
@@ -420,10 +542,16 @@ impl PartitionLog {
                     return Ok(read);
                 };
                 segment_index = Some(i + 1);
-                (self.reader(segment), segment.index().lookup(offset), read)
+                let below = bound(&st).to_wire();
+                (
+                    self.reader(segment),
+                    segment.index().lookup(offset),
+                    read,
+                    below,
+                )
             };
             if let Some(records) = reader
-                .read_batches(start, offset.0 as i64, max_bytes)
+                .read_batches(start, offset.0 as i64, below, max_bytes)
                 .await?
             {
                 return Ok(LogRead { records, ..read });
@@ -451,11 +579,10 @@ impl PartitionLog {
     pub async fn close(&self) -> Result<()> {
         let shared = &self.shared;
         let _permit = self.lock_appends().await?;
-        let end = shared.state.borrow().log_end;
-        let flushed = (Durable {
-            log: Rc::clone(shared),
-            target: end,
-        })
+        let flushed = {
+            let st = shared.state.borrow();
+            self.durable(&st, st.log_end).waiting_for(Wait::Local)
+        }
         .await;
         let finish = {
             let mut st = shared.state.borrow_mut();

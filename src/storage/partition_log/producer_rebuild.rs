@@ -62,7 +62,8 @@ const PRODUCER_STATE_SCAN_BYTES: u64 = 64 << 20;
 
 impl PartitionLog {
     /// Replays the batch headers of the last [`PRODUCER_STATE_SCAN_BYTES`] of the log
-    /// into the producer state table.
+    /// into the producer state table, and the leader epochs they carry into the epoch
+    /// table (after the checkpoint's, which cover the rest of the log).
     pub(super) async fn rebuild_producer_states(&self) -> Result<()> {
         let plan: Vec<(SegmentReader, FilePosition)> = {
             let st = self.shared.state.borrow();
@@ -91,12 +92,18 @@ impl PartitionLog {
             plan
         };
         let mut producers = ProducerStates::default();
+        let epochs = RefCell::new(Vec::new());
         for (reader, start) in plan {
             let seen = RefCell::new(Vec::new());
             reader
                 .find(start, SCAN_WINDOW_BYTES, |h| {
                     if h.producer_id >= 0 {
                         seen.borrow_mut().push(*h);
+                    }
+                    // Leader epochs begin where the epoch first appears.
+                    let mut epochs = epochs.borrow_mut();
+                    if epochs.last().is_none_or(|(e, _)| *e < h.leader_epoch) {
+                        epochs.push((h.leader_epoch, Offset(h.base_offset.max(0) as u64)));
                     }
                     false
                 })
@@ -114,7 +121,11 @@ impl PartitionLog {
                 );
             }
         }
-        self.shared.state.borrow_mut().producers = producers;
+        let mut st = self.shared.state.borrow_mut();
+        st.producers = producers;
+        for (epoch, start) in epochs.into_inner() {
+            st.epochs.observe(epoch, start);
+        }
         Ok(())
     }
 }

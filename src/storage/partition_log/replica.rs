@@ -1,0 +1,145 @@
+//! A partition log as a replica: a follower's appends of what its leader stored, the
+//! commit cap replication sets on the high watermark, stepping down, and cutting a
+//! divergent tail.
+
+use std::{
+    io::{Read, Seek, SeekFrom},
+    path::Path,
+};
+
+use super::{Appended, PartitionLog, Stamp};
+use crate::storage::{
+    record_batch::{BatchHeader, HEADER_BYTES},
+    segment::SegmentPaths,
+    Offset, ProducePayload, Result, StorageError,
+};
+
+impl PartitionLog {
+    /// Appends batches a leader stored, keeping their offsets and leader epochs; the
+    /// first must start at this log's end. Durable when [`Appended::durable`] (waited
+    /// for as `Wait::Local`) resolves.
+    pub async fn append_replica(&self, payload: &ProducePayload) -> Result<Appended> {
+        self.append_as(payload, Stamp::Replica).await
+    }
+
+    /// What replication allows to count as committed: the high watermark never passes
+    /// `cap` (nor what is durable here), and moves up to it when it can. On a leader,
+    /// the least durable end over the ISR; on a follower, its leader's high watermark.
+    pub fn set_commit_cap(&self, cap: Offset) {
+        let mut st = self.shared.state.borrow_mut();
+        st.commit_cap = Some(cap);
+        let before = st.high_watermark;
+        st.advance_high_watermark();
+        if st.high_watermark == before {
+            return;
+        }
+        let woken = st.ready_waiters();
+        drop(st);
+        woken.into_iter().for_each(std::task::Waker::wake);
+    }
+
+    /// This replica stopped leading: appends still waiting to be committed fail (the
+    /// new leader may cut them), those already committed are unaffected.
+    pub fn step_down(&self) {
+        let mut st = self.shared.state.borrow_mut();
+        st.step_downs += 1;
+        let woken = std::mem::take(&mut st.waiters);
+        drop(st);
+        woken.into_iter().for_each(|(_, w)| w.wake());
+    }
+
+    /// One past the last offset durable on this replica.
+    pub fn durable_end(&self) -> Offset {
+        self.shared.state.borrow().durable_end
+    }
+
+    /// One past the last offset appended.
+    pub fn log_end(&self) -> Offset {
+        self.shared.state.borrow().log_end
+    }
+}
+
+/// Cuts the closed log in `dir` so it ends just before `offset`: later segments are
+/// deleted, the segment holding `offset` is cut at that batch and its indexes removed
+/// (opening the log rebuilds them). `offset` must be a batch boundary, as the ends of
+/// leader epochs are. Blocking: run it on the blocking pool, with the log closed.
+fn cut_log_dir(dir: &Path, offset: Offset) -> Result<()> {
+    let mut bases = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| StorageError::io("list", dir, e))? {
+        let entry = entry.map_err(|e| StorageError::io("list", dir, e))?;
+        let name = entry.file_name();
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".log")) else {
+            continue;
+        };
+        if let Ok(base) = stem.parse::<u64>() {
+            bases.push(Offset(base));
+        }
+    }
+    bases.sort();
+    let remove = |path: &Path| match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(StorageError::io("remove", path, e))
+        }
+        _ => Ok(()),
+    };
+    for base in &bases {
+        let paths = SegmentPaths::new(dir, *base);
+        if *base >= offset {
+            remove(&paths.log)?;
+            remove(&paths.index)?;
+            remove(&paths.time_index)?;
+        }
+    }
+    match bases.iter().rev().find(|b| **b < offset) {
+        Some(base) => {
+            let paths = SegmentPaths::new(dir, *base);
+            cut_segment(&paths.log, offset)?;
+            remove(&paths.index)?;
+            remove(&paths.time_index)?;
+        }
+        None => {
+            // Everything went: an empty segment keeps the log's end where it was cut.
+            let paths = SegmentPaths::new(dir, offset);
+            std::fs::File::create(&paths.log)
+                .map_err(|e| StorageError::io("create", &paths.log, e))?;
+        }
+    }
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StorageError::io("fsync dir", dir, e))
+}
+
+/// Cuts the segment file at `path` before the first batch at or past `offset`.
+fn cut_segment(path: &Path, offset: Offset) -> Result<()> {
+    let io = |op| move |e| StorageError::io(op, path, e);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io("open"))?;
+    let len = file.metadata().map_err(io("stat"))?.len();
+    let mut position = 0u64;
+    let mut header = [0u8; HEADER_BYTES];
+    while position + HEADER_BYTES as u64 <= len {
+        file.seek(SeekFrom::Start(position)).map_err(io("seek"))?;
+        file.read_exact(&mut header).map_err(io("read"))?;
+        let Some(h) = BatchHeader::parse(&header) else {
+            break;
+        };
+        if h.base_offset < 0 || h.base_offset as u64 >= offset.0 {
+            break;
+        }
+        position += h.total_bytes as u64;
+    }
+    file.set_len(position.min(len)).map_err(io("truncate"))?;
+    file.sync_all().map_err(io("fsync"))
+}
+
+/// Cuts the closed log in `dir` before `offset` (see [`cut_log_dir`]), off the reactor.
+/// The shard closes a follower's log, cuts it and opens it again.
+pub async fn cut_log(dir: &Path, offset: Offset) -> Result<()> {
+    let owned = dir.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || cut_log_dir(&owned, offset))
+        .await
+}
