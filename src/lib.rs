@@ -69,6 +69,7 @@ pub mod group;
 pub mod metadata;
 pub mod metrics;
 pub mod net;
+pub mod replication;
 pub mod reserve_alloc;
 pub mod shard;
 pub mod storage;

@@ -88,6 +88,9 @@ enum TopicsCommand {
         /// Number of partitions.
         #[arg(long, default_value_t = 1)]
         partitions: i32,
+        /// Replicas per partition, each on its own host. [default: the broker's]
+        #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+        replication_factor: i16,
     },
     /// Show each partition's leader (shard), log start offset and high watermark.
     Describe {
@@ -333,7 +336,11 @@ fn main() -> anyhow::Result<()> {
         Command::Topics { broker, command } => {
             return admin(&broker.bootstrap, |a| match command {
                 TopicsCommand::List => a.topics_list(),
-                TopicsCommand::Create { name, partitions } => a.topics_create(&name, partitions),
+                TopicsCommand::Create {
+                    name,
+                    partitions,
+                    replication_factor,
+                } => a.topics_create(&name, partitions, replication_factor),
                 TopicsCommand::Describe { name } => a.topics_describe(&name),
                 TopicsCommand::Delete { name } => a.topics_delete(&name),
                 TopicsCommand::AlterConfig { name, set, delete } => {

@@ -167,12 +167,18 @@ impl Admin {
         Ok(out)
     }
 
-    /// `topics create NAME --partitions N`.
-    pub fn topics_create(&mut self, topic: &str, partitions: i32) -> Result<String> {
+    /// `topics create NAME --partitions N [--replication-factor R]` (-1: the broker's
+    /// default).
+    pub fn topics_create(
+        &mut self,
+        topic: &str,
+        partitions: i32,
+        replication_factor: i16,
+    ) -> Result<String> {
         let mut t = CreatableTopic::default();
         t.name = name(topic);
         t.num_partitions = partitions;
-        t.replication_factor = -1;
+        t.replication_factor = replication_factor;
         let mut req = CreateTopicsRequest::default();
         req.topics = vec![t];
         req.timeout_ms = 30_000;
@@ -328,20 +334,27 @@ impl Admin {
     /// partition whose host is fenced shows no leader and no offsets.
     pub fn topics_describe(&mut self, topic: &str) -> Result<String> {
         let leaders = self.leaders(topic)?;
-        let replicas: HashMap<i32, String> = self
+        let list = |nodes: &[kafka_protocol::messages::BrokerId]| {
+            nodes
+                .iter()
+                .map(|n| n.0.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let replicas: HashMap<i32, (String, String, i32)> = self
             .metadata(Some(vec![topic.to_string()]))?
             .topics
             .iter()
             .flat_map(|t| t.partitions.iter())
             .map(|p| {
-                let nodes: Vec<String> = p.replica_nodes.iter().map(|n| n.0.to_string()).collect();
-                (p.partition_index, nodes.join(","))
+                let row = (list(&p.replica_nodes), list(&p.isr_nodes), p.leader_epoch);
+                (p.partition_index, row)
             })
             .collect();
         let earliest = self.offsets(&leaders, -2)?;
         let latest = self.offsets(&leaders, -1)?;
         let mut out = format!(
-            "topic {topic}: {} partitions\nPARTITION\tLEADER\tREPLICAS\tLOG-START\tHIGH-WATERMARK\n",
+            "topic {topic}: {} partitions\nPARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tLOG-START\tHIGH-WATERMARK\n",
             leaders.len()
         );
         let shown = |o: Option<&i64>| o.map_or("-".to_string(), i64::to_string);
@@ -352,9 +365,9 @@ impl Admin {
             } else {
                 leader.to_string()
             };
+            let (nodes, isr, epoch) = replicas.get(p).cloned().unwrap_or_default();
             out.push_str(&format!(
-                "{p}\t{leader}\t{}\t{}\t{}\n",
-                replicas.get(p).map_or("", String::as_str),
+                "{p}\t{leader}\t{epoch}\t{nodes}\t{isr}\t{}\t{}\n",
                 shown(earliest.get(&key)),
                 shown(latest.get(&key))
             ));

@@ -3,6 +3,11 @@
 //! (`min_bytes`, `max_wait_ms`: the request waits for group commits until enough bytes
 //! are readable or the wait is over). Fetch sessions are declined (session id 0), which
 //! Kafka allows: clients then send full fetches.
+//!
+//! A fetch with a replica id is a follower's: it reads everything durable on the leader
+//! (not only what is committed), reports the follower's durable end (its fetch offset)
+//! to the leader's replication state, and is told to cut its log first when its last
+//! fetched epoch does not end where the leader's log says (v12's diverging epoch).
 
 use std::{
     rc::Rc,
@@ -10,13 +15,17 @@ use std::{
 };
 
 use bytes::Bytes;
-use kafka_protocol::messages::{
-    fetch_response::{FetchableTopicResponse, PartitionData},
-    BrokerId, FetchRequest, FetchResponse,
+use kafka_protocol::{
+    messages::{
+        fetch_response::{FetchableTopicResponse, PartitionData},
+        BrokerId, FetchRequest, FetchResponse,
+    },
+    ResponseError,
 };
 
 use crate::{
     metrics::ShardMetrics,
+    replication::FetchCheck,
     shard::context::{PartitionError, ShardContext},
     storage::{Offset, StorageError},
 };
@@ -38,6 +47,7 @@ async fn read_all(
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
     // Fields a version does not have must keep their defaults, or encoding fails.
     let with_log_start = version >= 5;
+    let replica = req.replica_id.0 >= 0;
     let mut budget = (req.max_bytes.max(0) as usize).min(RESPONSE_RECORD_BYTES_MAX);
     let mut total = 0usize;
     let mut errors = false;
@@ -53,26 +63,57 @@ async fn read_all(
             d.last_stable_offset = -1;
             d.log_start_offset = -1;
             d.aborted_transactions = Some(Vec::new());
-            match ctx
-                .partition(topic.topic.0.as_str(), partition.partition)
-                .await
-            {
+            let name = topic.topic.0.as_str();
+            match ctx.partition(name, partition.partition).await {
                 Err(e) => {
                     d.error_code = e.code();
                     if e == PartitionError::NotOwner && version >= 12 {
                         // Where the partition lives, so the client need not ask Metadata.
-                        if let Some(node) =
-                            ctx.placed_node(topic.topic.0.as_str(), partition.partition)
-                        {
-                            d.current_leader.leader_id = BrokerId(node);
-                            d.current_leader.leader_epoch = 0;
+                        let state = u32::try_from(partition.partition)
+                            .ok()
+                            .and_then(|p| ctx.partition_state(name, p));
+                        if let Some(state) = state {
+                            d.current_leader.leader_id = BrokerId(state.leader.unwrap_or(-1));
+                            d.current_leader.leader_epoch = state.leader_epoch;
                         }
                     }
                     errors = true;
                 }
                 Ok(log) => {
-                    let max = (partition.partition_max_bytes.max(0) as usize).min(budget);
+                    let p = partition.partition as u32;
+                    let epoch = ctx.leadership(name, p).map_or(0, |l| l.epoch);
+                    if partition.current_leader_epoch >= 0
+                        && partition.current_leader_epoch != epoch
+                    {
+                        // The fetcher's leader is older (fenced) or newer (not known here yet).
+                        d.error_code = if partition.current_leader_epoch < epoch {
+                            ResponseError::FencedLeaderEpoch.code()
+                        } else {
+                            ResponseError::UnknownLeaderEpoch.code()
+                        };
+                        errors = true;
+                        t.partitions.push(d);
+                        continue;
+                    }
                     let offset = Offset(partition.fetch_offset.max(0) as u64);
+                    if replica {
+                        let check = ctx.replication.replica_fetched(
+                            &(name.to_string(), p),
+                            &log,
+                            req.replica_id.0,
+                            offset,
+                            partition.last_fetched_epoch,
+                        );
+                        if let FetchCheck::Diverging(end) = check {
+                            d.diverging_epoch.epoch = end.epoch;
+                            d.diverging_epoch.end_offset = end.end_offset.to_wire();
+                            d.high_watermark = log.high_watermark().to_wire();
+                            errors = true;
+                            t.partitions.push(d);
+                            continue;
+                        }
+                    }
+                    let max = (partition.partition_max_bytes.max(0) as usize).min(budget);
                     let result = if partition.fetch_offset < 0 {
                         Err(StorageError::OffsetOutOfRange {
                             requested: offset,
@@ -85,6 +126,9 @@ async fn read_all(
                             r.records = Bytes::new();
                             r
                         })
+                    } else if replica {
+                        // A follower copies everything durable, committed or not.
+                        log.read_replica(offset, max.max(1)).await
                     } else {
                         log.read(offset, max.max(1)).await
                     };

@@ -1,8 +1,9 @@
 //! OffsetForLeaderEpoch: where a leader epoch ends, so a client (after a leader change)
-//! or a follower can tell whether its log diverged. On one host every batch is stamped
-//! with leader epoch 0 and no epoch ever ends: epoch 0 ends at the log's end — the high
-//! watermark for a consumer, which never sees past it, the log end offset for a replica.
-//! An epoch weir has not had is answered with Kafka's undefined epoch and offset (-1).
+//! or a follower can tell whether its log diverged: the largest epoch at or below the
+//! one asked about, and the offset where the next epoch begins — for the current epoch,
+//! the log end offset for a replica and the high watermark for a consumer, which never
+//! sees past it. An epoch older than every epoch in the log is answered with Kafka's
+//! undefined epoch and offset (-1).
 
 use std::rc::Rc;
 
@@ -17,9 +18,6 @@ use kafka_protocol::{
 use crate::shard::context::ShardContext;
 
 use super::{error_code::KafkaError, Call, Handler, Reply};
-
-/// The leader epoch every batch on one host carries.
-const LEADER_EPOCH: i32 = 0;
 
 /// Answers each partition's epoch query.
 pub struct OffsetForLeaderEpoch;
@@ -44,28 +42,42 @@ impl Handler for OffsetForLeaderEpoch {
         for topic in &req.topics {
             let mut t = OffsetForLeaderTopicResult::default();
             t.topic = topic.topic.clone();
+            let name = topic.topic.0.as_str();
             for p in &topic.partitions {
                 let mut e = EpochEndOffset::default();
                 e.partition = p.partition;
                 e.leader_epoch = -1;
                 e.end_offset = -1;
-                match ctx.partition(topic.topic.0.as_str(), p.partition).await {
+                let current = ctx
+                    .leadership(name, p.partition as u32)
+                    .map_or(0, |l| l.epoch);
+                match ctx.partition(name, p.partition).await {
                     Err(err) => e.error_code = err.code(),
-                    // The client knows a newer leader than this one. (An older current
-                    // epoch, FENCED_LEADER_EPOCH, cannot exist on one host.)
-                    Ok(_) if p.current_leader_epoch > LEADER_EPOCH => {
+                    Ok(_) if p.current_leader_epoch > current => {
                         e.error_code = ResponseError::UnknownLeaderEpoch.code()
                     }
-                    Ok(log) if p.leader_epoch == LEADER_EPOCH => {
-                        let offsets = log.offsets();
-                        e.leader_epoch = LEADER_EPOCH;
-                        e.end_offset = if consumer {
-                            offsets.high_watermark.to_wire()
-                        } else {
-                            offsets.log_end.to_wire()
-                        };
+                    Ok(_) if p.current_leader_epoch >= 0 && p.current_leader_epoch < current => {
+                        e.error_code = ResponseError::FencedLeaderEpoch.code()
                     }
-                    Ok(_) => {}
+                    Ok(log) => {
+                        if let Some(end) = log.epoch_end(p.leader_epoch) {
+                            e.leader_epoch = end.epoch;
+                            e.end_offset = if consumer {
+                                end.end_offset.min(log.high_watermark()).to_wire()
+                            } else {
+                                end.end_offset.to_wire()
+                            };
+                        } else if log.leader_epochs().latest().is_none() && p.leader_epoch >= 0 {
+                            // Nothing stored yet: the current epoch ends at the log end.
+                            e.leader_epoch = current;
+                            let offsets = log.offsets();
+                            e.end_offset = if consumer {
+                                offsets.high_watermark.to_wire()
+                            } else {
+                                offsets.log_end.to_wire()
+                            };
+                        }
+                    }
                 }
                 t.partitions.push(e);
             }

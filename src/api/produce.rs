@@ -1,6 +1,9 @@
 //! Produce: validates each partition's record batches, appends them to the partition's
-//! log and, unless acks=0, answers once they are durable. Every partition of the
-//! request is appended before any durability wait, so one group commit covers them all.
+//! log stamped with the leader epoch and, unless acks=0, answers once they are durable:
+//! here for acks=1, on every in-sync replica for acks=all (refused up front with
+//! NOT_ENOUGH_REPLICAS when fewer than `min.insync.replicas` are in sync). Every
+//! partition of the request is appended before any durability wait, so one group
+//! commit covers them all.
 
 use std::{future::Future, rc::Rc};
 
@@ -17,7 +20,10 @@ use kafka_protocol::{
 
 use crate::{
     shard::context::ShardContext,
-    storage::{partition_log::Durable, Offset, ProducePayload},
+    storage::{
+        partition_log::{Durable, Wait},
+        Offset, ProducePayload,
+    },
 };
 
 use super::{error_code::KafkaError, Call, Handler, Reply};
@@ -28,6 +34,9 @@ enum Pending {
         base: Offset,
         log_start: Offset,
         durable: Durable,
+        partition: u32,
+        /// acks=all on a replicated partition: the ISR is checked again once committed.
+        replicated: bool,
         records: u64,
         bytes: u64,
     },
@@ -35,6 +44,7 @@ enum Pending {
 
 async fn append_one(
     ctx: &ShardContext,
+    acks: i16,
     topic: &str,
     partition: i32,
     records: Option<&Bytes>,
@@ -43,6 +53,18 @@ async fn append_one(
         Ok(log) => log,
         Err(e) => return Pending::Failed(e.kafka_error(), None),
     };
+    let Some(leadership) = ctx.leadership(topic, partition as u32) else {
+        return Pending::Failed(ResponseError::NotLeaderOrFollower, None);
+    };
+    if acks == -1 && leadership.isr < leadership.min_insync {
+        return Pending::Failed(
+            ResponseError::NotEnoughReplicas,
+            Some(format!(
+                "{} in-sync replicas, min.insync.replicas is {}",
+                leadership.isr, leadership.min_insync
+            )),
+        );
+    }
     let records = records.cloned().unwrap_or_default();
     if records.len() as u64 > ctx.config.log.segment_bytes {
         return Pending::Failed(ResponseError::RecordListTooLarge, None);
@@ -59,16 +81,30 @@ async fn append_one(
             .map_or(0, |d| d.as_millis() as i64);
         payload = payload.with_log_append_time(now_ms);
     }
-    match log.append(&payload, 0).await {
+    match log.append(&payload, leadership.epoch).await {
         Ok(appended) => Pending::Appended {
             base: appended.base_offset,
             log_start: log.log_start_offset(),
-            durable: appended.durable,
+            // acks=1: this replica's copy; acks=all: every in-sync replica's.
+            durable: appended.durable.waiting_for(if acks == 1 {
+                Wait::Local
+            } else {
+                Wait::Committed
+            }),
+            partition: partition as u32,
+            replicated: leadership.replicas > 1 && acks == -1,
             records: payload.record_count(),
             bytes: payload.total_bytes() as u64,
         },
         Err(e) => Pending::Failed(e.kafka_error(), Some(e.to_string())),
     }
+}
+
+/// True while this shard leads the partition with at least `min.insync.replicas` in
+/// sync.
+fn in_sync_enough(ctx: &ShardContext, topic: &str, partition: u32) -> bool {
+    ctx.leadership(topic, partition)
+        .is_some_and(|l| l.isr >= l.min_insync)
 }
 
 /// A produce request whose batches are appended (in memory, offsets assigned) and that
@@ -94,7 +130,14 @@ async fn append(ctx: &ShardContext, req: &ProduceRequest) -> Appended {
                     Some("transactions are not supported".into()),
                 )
             } else {
-                append_one(ctx, name, partition.index, partition.records.as_ref()).await
+                append_one(
+                    ctx,
+                    req.acks,
+                    name,
+                    partition.index,
+                    partition.records.as_ref(),
+                )
+                .await
             };
             pending.push((name.to_string(), partition.index, p));
         }
@@ -141,6 +184,7 @@ async fn acknowledge(
         }
     };
     let log_start = move |o: Offset| if version >= 5 { o.to_wire() } else { -1 };
+    let ctx = &ctx;
     let results = join_all(pending.into_iter().map(|(topic, index, p)| async move {
         let mut r = PartitionProduceResponse::default();
         r.index = index;
@@ -156,9 +200,19 @@ async fn acknowledge(
                 base,
                 log_start: start,
                 durable,
+                partition,
+                replicated,
                 records,
                 bytes,
             } => match durable.await {
+                // Committed, but the ISR shrank below the minimum meanwhile (Kafka's
+                // NOT_ENOUGH_REPLICAS_AFTER_APPEND: the client may retry; an
+                // idempotent producer's retry is recognised).
+                Ok(()) if replicated && !in_sync_enough(ctx, &topic, partition) => {
+                    r.error_code = ResponseError::NotEnoughReplicasAfterAppend.code();
+                    r.base_offset = -1;
+                    r.log_start_offset = -1;
+                }
                 Ok(()) => {
                     metrics.produced(&topic, records, bytes);
                     r.base_offset = base.to_wire();

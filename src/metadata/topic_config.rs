@@ -17,10 +17,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("segment.bytes", "bytes, at least 1048576"),
     ("segment.ms", "milliseconds, at least 1"),
     ("max.message.bytes", "bytes, at least 1"),
-    (
-        "min.insync.replicas",
-        "at least 1 (stored; enforced once replication exists)",
-    ),
+    ("min.insync.replicas", "at least 1"),
     ("message.timestamp.type", "CreateTime or LogAppendTime"),
     (
         "delete.retention.ms",
@@ -117,6 +114,14 @@ pub fn log_append_time(configs: &TopicConfigs) -> bool {
 /// The largest record batch the topic accepts: its `max.message.bytes`, or the broker's.
 pub fn message_max_bytes(broker_default: usize, configs: &TopicConfigs) -> usize {
     parsed(configs, "max.message.bytes").map_or(broker_default, |n| n as usize)
+}
+
+/// In-sync replicas an acks=all produce needs (`min.insync.replicas`): the topic's
+/// setting, else 2 for three or more replicas (so one host may fail and acknowledged
+/// writes still sit on two) and 1 below.
+pub fn min_insync_replicas(configs: &TopicConfigs, replication_factor: usize) -> usize {
+    let default = if replication_factor >= 3 { 2 } else { 1 };
+    parsed(configs, "min.insync.replicas").map_or(default, |n| n as usize)
 }
 
 #[cfg(test)]

@@ -15,14 +15,17 @@ use crate::{
     config::BrokerConfig,
     group::{coordinator::Coordinator, offset_store::OffsetStore},
     metadata::{
+        partition_state::PartitionState,
         placement::{coordinator_slot, node_id, NodeId, ShardId},
         producer_ids::ProducerIds,
         registry::{ClusterView, RegistryError, TopicInfo, TopicRegistry},
         topic_config, topic_name,
     },
     metrics::{BrokerMetrics, ShardMetrics},
+    replication::Replication,
     storage::{
-        Clock, FlushConfig, LogConfig, PartitionLog, ShardStorage, ShardStorageConfig, StorageError,
+        partition_log::cut_log, Clock, FlushConfig, LogConfig, Offset, PartitionLog, ShardStorage,
+        ShardStorageConfig, StorageError,
     },
 };
 
@@ -48,15 +51,29 @@ pub struct ProduceRules {
     pub log_append_time: bool,
 }
 
-/// A topic as the data path needs it: its id, partition count, placement and largest
-/// batch.
+/// A topic as the data path needs it: its id, partition count, replicas and leaders,
+/// and produce rules.
 #[derive(Debug, Clone)]
 struct TopicShape {
     id: [u8; 16],
     partitions: u32,
-    placement: Rc<[NodeId]>,
+    states: Rc<[PartitionState]>,
     message_max_bytes: usize,
     log_append_time: bool,
+    min_insync: usize,
+}
+
+/// This shard's leadership of a partition, as of its last look at the metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leadership {
+    /// The epoch it leads in; stamped into every batch it appends.
+    pub epoch: i32,
+    /// Replicas in sync now.
+    pub isr: usize,
+    /// Replicas of the partition.
+    pub replicas: usize,
+    /// The topic's `min.insync.replicas`.
+    pub min_insync: usize,
 }
 
 /// The metadata as of a shard's last look at the registry: what Metadata,
@@ -102,6 +119,8 @@ pub struct ShardContext {
     pub inflight: Rc<Semaphore>,
     /// This shard's metrics.
     pub metrics: ShardMetrics,
+    /// The partitions this shard leads or follows as a replica.
+    pub replication: Replication,
     /// This shard's copy of the registry, refreshed when its version changes, so the
     /// data path never takes the registry's broker-wide lock.
     topics: RefCell<HashMap<String, TopicShape>>,
@@ -110,6 +129,7 @@ pub struct ShardContext {
     logs: RefCell<OpenLogs>,
     reopen_attempts: RefCell<HashMap<PartitionKey, Instant>>,
     seen_version: Cell<u64>,
+    reconciled_version: Cell<u64>,
     sync_lock: Semaphore,
 }
 
@@ -165,17 +185,32 @@ impl ShardContext {
             logs: RefCell::new(HashMap::new()),
             reopen_attempts: RefCell::new(HashMap::new()),
             seen_version: Cell::new(0),
+            reconciled_version: Cell::new(0),
             sync_lock: Semaphore::new(1),
             metrics,
+            replication: Replication::default(),
         });
         ctx.resync().await;
         ctx.open_owned_partitions().await;
         glommio::spawn_local(Self::enforce_retention(Rc::downgrade(&ctx))).detach();
+        if let Some(cluster) = &ctx.config.cluster {
+            glommio::spawn_local(Replication::maintain_isr(
+                Rc::downgrade(&ctx),
+                cluster.replica_lag_time_max,
+            ))
+            .detach();
+        }
         let weak = Rc::downgrade(&ctx);
         glommio::spawn_local(async move {
-            // Idle shards notice deleted topics within this period.
+            // Idle shards notice deleted topics, and take up the replication roles new
+            // metadata gives them, within this period.
             while let Some(ctx) = weak.upgrade() {
                 ctx.resync().await;
+                let version = ctx.seen_version.get();
+                if version != ctx.reconciled_version.get() {
+                    ctx.reconciled_version.set(version);
+                    Replication::reconcile(&ctx).await;
+                }
                 drop(ctx);
                 glommio::timer::sleep(Duration::from_millis(100)).await;
             }
@@ -200,9 +235,9 @@ impl ShardContext {
 
     async fn open_owned_partitions(&self) {
         for topic in self.metadata().topics.values() {
-            for p in 0..topic.partitions {
-                if topic.placement.get(p as usize) == Some(&self.node) {
-                    if let Err(e) = self.partition(&topic.name, p as i32).await {
+            for (p, state) in topic.states.iter().enumerate() {
+                if state.replicas.contains(&self.node) {
+                    if let Err(e) = self.replica(&topic.name, p as u32).await {
                         tracing::error!(topic = %topic.name, partition = p, error = ?e, "cannot open partition");
                     }
                 }
@@ -210,17 +245,33 @@ impl ShardContext {
         }
     }
 
-    /// True when this shard owns partition `p` of `topic` (as of its last look at the
+    /// True when this shard leads partition `p` of `topic` (as of its last look at the
     /// registry).
     pub fn owns(&self, topic: &str, p: u32) -> bool {
-        i32::try_from(p).is_ok_and(|p| self.placed_node(topic, p) == Some(self.node))
+        self.leadership(topic, p).is_some()
     }
 
-    /// The node partition `p` of `topic` is placed on, as of this shard's last look at
-    /// the registry.
-    pub fn placed_node(&self, topic: &str, p: i32) -> Option<NodeId> {
-        let p = usize::try_from(p).ok()?;
-        self.topics.borrow().get(topic)?.placement.get(p).copied()
+    /// Partition `p` of `topic`'s state, as of this shard's last look at the registry.
+    pub fn partition_state(&self, topic: &str, p: u32) -> Option<PartitionState> {
+        self.topics
+            .borrow()
+            .get(topic)?
+            .states
+            .get(p as usize)
+            .cloned()
+    }
+
+    /// This shard's leadership of partition `p` of `topic`, when it leads it.
+    pub fn leadership(&self, topic: &str, p: u32) -> Option<Leadership> {
+        let topics = self.topics.borrow();
+        let shape = topics.get(topic)?;
+        let state = shape.states.get(p as usize)?;
+        (state.leader == Some(self.node)).then_some(Leadership {
+            epoch: state.leader_epoch,
+            isr: state.isr.len(),
+            replicas: state.replicas.len(),
+            min_insync: shape.min_insync,
+        })
     }
 
     /// KiB of unanswered request bytes the shard holds now (its in-flight budget in use).
@@ -280,12 +331,16 @@ impl ShardContext {
                 let shape = TopicShape {
                     id: t.id,
                     partitions: t.partitions,
-                    placement: t.placement.iter().copied().collect(),
+                    states: t.states.iter().cloned().collect(),
                     message_max_bytes: topic_config::message_max_bytes(
                         self.config.message_max_bytes,
                         &t.configs,
                     ),
                     log_append_time: topic_config::log_append_time(&t.configs),
+                    min_insync: topic_config::min_insync_replicas(
+                        &t.configs,
+                        t.replication_factor(),
+                    ),
                 };
                 (t.name.clone(), shape)
             })
@@ -385,7 +440,8 @@ impl ShardContext {
             .collect()
     }
 
-    fn open_log(&self, topic: &str, p: u32) -> Option<PartitionLog> {
+    /// The log of partition `p` of `topic` when this shard has it open.
+    pub fn open_log_of(&self, topic: &str, p: u32) -> Option<PartitionLog> {
         self.logs
             .borrow()
             .get(topic)
@@ -393,23 +449,41 @@ impl ShardContext {
             .map(|(_, log)| log.clone())
     }
 
-    /// The log of partition `p` of `topic`, opened on first use. Fails with the Kafka
-    /// error the client should see.
+    /// The log of partition `p` of `topic`, which this shard leads, opened on first use.
+    /// Fails with the Kafka error the client should see.
     pub async fn partition(&self, topic: &str, p: i32) -> Result<PartitionLog, PartitionError> {
         self.resync().await;
         let p = u32::try_from(p).map_err(|_| PartitionError::Unknown)?;
+        self.open_replica(topic, p, |state, node| state.leader == Some(node))
+            .await
+    }
+
+    /// The log of partition `p` of `topic` when this shard holds a replica of it (leader
+    /// or follower), opened on first use.
+    pub async fn replica(&self, topic: &str, p: u32) -> Result<PartitionLog, PartitionError> {
+        self.open_replica(topic, p, |state, node| state.replicas.contains(&node))
+            .await
+    }
+
+    async fn open_replica(
+        &self,
+        topic: &str,
+        p: u32,
+        serves: impl Fn(&PartitionState, NodeId) -> bool,
+    ) -> Result<PartitionLog, PartitionError> {
         let topic_id = {
             let topics = self.topics.borrow();
             let info = topics.get(topic).ok_or(PartitionError::Unknown)?;
             if p >= info.partitions {
                 return Err(PartitionError::Unknown);
             }
-            if info.placement.get(p as usize) != Some(&self.node) {
-                return Err(PartitionError::NotOwner);
+            match info.states.get(p as usize) {
+                Some(state) if serves(state, self.node) => {}
+                _ => return Err(PartitionError::NotOwner),
             }
             info.id
         };
-        let cached = self.open_log(topic, p);
+        let cached = self.open_log_of(topic, p);
         match cached {
             Some(log) if log.fenced().is_none() => return Ok(log),
             Some(log) => {
@@ -442,7 +516,7 @@ impl ShardContext {
             .acquire_permit(1)
             .await
             .map_err(|_| PartitionError::Storage)?;
-        if let Some(log) = self.open_log(topic, p) {
+        if let Some(log) = self.open_log_of(topic, p) {
             return Ok(log);
         }
         let dir = self.config.data_dir.join(format!("{topic}-{p}"));
@@ -470,6 +544,46 @@ impl ShardContext {
                 Err(PartitionError::Storage)
             }
         }
+    }
+
+    /// Cuts this follower's log of partition `p` of `topic` before `offset` (its tail
+    /// diverged from the leader's): closes the log, cuts its files, and opens it again.
+    pub async fn cut_replica(
+        &self,
+        topic: &str,
+        p: u32,
+        offset: Offset,
+    ) -> Result<PartitionLog, PartitionError> {
+        {
+            let _permit = self
+                .sync_lock
+                .acquire_permit(1)
+                .await
+                .map_err(|_| PartitionError::Storage)?;
+            let log = self
+                .logs
+                .borrow_mut()
+                .get_mut(topic)
+                .and_then(|parts| parts.remove(&p))
+                .map(|(_, log)| log);
+            let Some(log) = log else {
+                return Err(PartitionError::Storage);
+            };
+            let dir = log.dir().to_path_buf();
+            let cut = async {
+                log.close().await?;
+                cut_log(&dir, offset).await
+            };
+            if let Err(e) = cut.await {
+                tracing::error!(topic, partition = p, error = %e, "cannot cut a divergent tail");
+                return Err(PartitionError::Storage);
+            }
+        }
+        let log = self.replica(topic, p).await?;
+        if let Err(e) = log.checkpoint_epochs().await {
+            tracing::warn!(topic, partition = p, error = %e, "cannot write the leader epochs after a cut");
+        }
+        Ok(log)
     }
 
     /// The topic called `name`, creating it with the default partition count when

@@ -301,10 +301,17 @@ impl FlushScheduler {
                     Err((path, e)) => Err(StorageError::io("fdatasync", path, copy_error(e))),
                 }));
             }
-            s.rounds.set(s.rounds.get() + 1);
-            for w in std::mem::take(&mut *s.round_waiters.borrow_mut()).into_values() {
-                w.wake();
-            }
+            self.watermarks_moved();
+        }
+    }
+
+    /// Counts a round and wakes every reader waiting for one: high watermarks may have
+    /// moved. Also called when replication moved one without a flush.
+    pub fn watermarks_moved(&self) {
+        let s = &self.state;
+        s.rounds.set(s.rounds.get() + 1);
+        for w in std::mem::take(&mut *s.round_waiters.borrow_mut()).into_values() {
+            w.wake();
         }
     }
 }

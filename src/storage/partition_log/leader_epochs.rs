@@ -93,6 +93,11 @@ impl PartitionLog {
             .await
     }
 
+    /// Writes the epoch table as it is now (after the log was cut and reopened).
+    pub async fn checkpoint_epochs(&self) -> Result<()> {
+        self.save_epochs(self.leader_epochs()).await
+    }
+
     /// The leader epochs as this replica knows them.
     pub fn leader_epochs(&self) -> LeaderEpochs {
         self.shared.state.borrow().epochs.clone()

@@ -36,6 +36,8 @@ impl PartitionLog {
         let woken = st.ready_waiters();
         drop(st);
         woken.into_iter().for_each(std::task::Waker::wake);
+        // Long-polling consumers look again.
+        self.shared.env.flusher.watermarks_moved();
     }
 
     /// This replica stopped leading: appends still waiting to be committed fail (the

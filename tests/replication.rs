@@ -1,0 +1,242 @@
+//! Cluster II: partitions replicated over hosts with Kafka's ISR protocol. Real `weir
+//! serve` hosts on loopback addresses, real clients (kcat, confluent-kafka): replicas
+//! on distinct hosts, acks=all answered once the ISR holds a batch, a leader's host
+//! killed with -9 and its partitions led elsewhere with nothing acknowledged lost, the
+//! host's return (truncating, catching up, rejoining the ISR), min.insync.replicas.
+
+#[allow(dead_code)]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{
+    cluster::{run_weir, Cluster},
+    kafka_client::produce_request,
+    kcat,
+};
+use kafka_protocol::ResponseError;
+use weir_client::{blocking::Connection, record_batch::build_batch};
+
+/// Creates `name` with `partitions` partitions of `rf` replicas (and `configs`).
+fn create(bootstrap: &str, name: &str, partitions: u32, rf: u32) {
+    let (ok, out) = run_weir(&[
+        "topics",
+        "--bootstrap",
+        bootstrap,
+        "create",
+        name,
+        "--partitions",
+        &partitions.to_string(),
+        "--replication-factor",
+        &rf.to_string(),
+    ]);
+    assert!(ok, "creating {name}: {out}");
+}
+
+fn produce(bootstrap: &str, topic: &str, from: usize, n: usize) {
+    let lines: String = (from..from + n).map(|i| format!("k{i}:v{i}\n")).collect();
+    kcat(
+        &["-b", bootstrap, "-t", topic, "-P", "-K:", "-X", "acks=all"],
+        Some(&lines),
+    );
+}
+
+fn values(bootstrap: &str, topic: &str) -> Vec<String> {
+    let mut v: Vec<String> = kcat(&["-b", bootstrap, "-t", topic, "-C", "-e", "-q"], None)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+/// One partition as `weir topics describe` shows it.
+#[derive(Debug, Clone, PartialEq)]
+struct Row {
+    leader: i64,
+    epoch: i64,
+    replicas: Vec<i64>,
+    isr: Vec<i64>,
+    high_watermark: i64,
+}
+
+/// `weir topics describe`, or nothing while it fails (a leader just died).
+fn describe(bootstrap: &str, topic: &str) -> Vec<Row> {
+    let (ok, out) = run_weir(&["topics", "--bootstrap", bootstrap, "describe", topic]);
+    if !ok {
+        return Vec::new();
+    }
+    let nodes = |s: &str| -> Vec<i64> { s.split(',').filter_map(|n| n.parse().ok()).collect() };
+    out.lines()
+        .skip(2)
+        .take_while(|l| !l.starts_with("CONFIG"))
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            Row {
+                leader: f[1].parse().unwrap_or(-1),
+                epoch: f[2].parse().expect("epoch"),
+                replicas: nodes(f[3]),
+                isr: nodes(f[4]),
+                high_watermark: f[6].parse().unwrap_or(-1),
+            }
+        })
+        .collect()
+}
+
+/// Polls `describe` until `done` holds for every partition; panics after `within`.
+fn wait_for(
+    bootstrap: &str,
+    topic: &str,
+    within: Duration,
+    what: &str,
+    done: impl Fn(&Row) -> bool,
+) -> Vec<Row> {
+    let deadline = Instant::now() + within;
+    loop {
+        let rows = describe(bootstrap, topic);
+        if !rows.is_empty() && rows.iter().all(&done) {
+            return rows;
+        }
+        assert!(Instant::now() < deadline, "{what}: {rows:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_replicated_topic_outlives_its_leaders_host() {
+    let mut cluster = Cluster::start(3, 1);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b1 = cluster.host(1).bootstrap();
+    create(&b1, "orders", 3, 3);
+    let rows = wait_for(&b1, "orders", Duration::from_secs(10), "created", |r| {
+        r.isr.len() == 3
+    });
+    for r in &rows {
+        let mut hosts: Vec<i64> = r.replicas.iter().map(|n| n / 1024).collect();
+        hosts.sort();
+        assert_eq!(hosts, [1, 2, 3], "one replica per host: {rows:?}");
+    }
+    // RF above the hosts there are is refused.
+    let (ok, out) = run_weir(&[
+        "topics",
+        "--bootstrap",
+        &b1,
+        "create",
+        "wide",
+        "--replication-factor",
+        "4",
+    ]);
+    assert!(!ok && out.contains("InvalidReplicationFactor"), "{out}");
+
+    produce(&b1, "orders", 0, 300);
+    let expected: Vec<String> = {
+        let mut v: Vec<String> = (0..300).map(|i| format!("v{i}")).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(values(&b1, "orders"), expected);
+
+    // Kill the host leading partition 0: an in-sync replica elsewhere takes over with a
+    // newer epoch, and every acknowledged message is still there.
+    let victim = (rows[0].leader / 1024) as u32;
+    let survivor = (1..=3).find(|h| *h != victim).expect("another host");
+    let bs = cluster.host(survivor).bootstrap();
+    cluster.host(victim).kill();
+    let after = wait_for(&bs, "orders", Duration::from_secs(15), "failover", |r| {
+        r.leader >= 0 && r.leader / 1024 != i64::from(victim)
+    });
+    assert!(after[0].epoch > rows[0].epoch, "{after:?}");
+    assert!(
+        after
+            .iter()
+            .all(|r| !r.isr.iter().any(|n| n / 1024 == i64::from(victim))),
+        "the dead host left every ISR: {after:?}"
+    );
+    assert_eq!(values(&bs, "orders"), expected, "nothing acknowledged lost");
+    produce(&bs, "orders", 300, 300);
+
+    // The host returns, catches up from the new leaders and rejoins every ISR; then
+    // it alone must hold everything, so the other two go down one after the other.
+    cluster.host(victim).spawn();
+    cluster.host(victim).wait_serving();
+    wait_for(&bs, "orders", Duration::from_secs(30), "rejoined", |r| {
+        r.isr.len() == 3
+    });
+    let all: Vec<String> = {
+        let mut v: Vec<String> = (0..600).map(|i| format!("v{i}")).collect();
+        v.sort();
+        v
+    };
+    let bv = cluster.host(victim).bootstrap();
+    for other in (1..=3).filter(|h| *h != victim) {
+        cluster.host(other).kill();
+        let rows = wait_for(&bv, "orders", Duration::from_secs(15), "failover", |r| {
+            r.leader >= 0 && r.leader / 1024 != i64::from(other)
+        });
+        assert_eq!(
+            values(&bv, "orders"),
+            all,
+            "after losing host {other}: {rows:?}"
+        );
+        cluster.host(other).spawn();
+        cluster.host(other).wait_serving();
+        wait_for(&bv, "orders", Duration::from_secs(30), "rejoined", |r| {
+            r.isr.len() == 3
+        });
+    }
+}
+
+#[test]
+fn min_insync_replicas_refuses_acks_all_writes_it_cannot_hold() {
+    let mut cluster = Cluster::start(3, 1);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b1 = cluster.host(1).bootstrap();
+    create(&b1, "strict", 1, 3);
+    let (ok, out) = run_weir(&[
+        "topics",
+        "--bootstrap",
+        &b1,
+        "alter-config",
+        "strict",
+        "min.insync.replicas=3",
+    ]);
+    assert!(ok, "{out}");
+    let rows = wait_for(&b1, "strict", Duration::from_secs(10), "created", |r| {
+        r.isr.len() == 3
+    });
+    produce(&b1, "strict", 0, 10);
+    // A follower's host goes: the ISR shrinks to two, below the minimum of three.
+    let leader_host = (rows[0].leader / 1024) as u32;
+    let follower = (1..=3).find(|h| *h != leader_host).expect("follower");
+    cluster.host(follower).kill();
+    let bl = cluster.host(leader_host).bootstrap();
+    wait_for(&bl, "strict", Duration::from_secs(15), "shrunk", |r| {
+        r.isr.len() == 2
+    });
+    let produce_acks = |acks: i16| {
+        let mut conn = Connection::open(&bl, "replication-test").expect("connect");
+        let batch = build_batch(1, b"x", 0);
+        let r = conn
+            .call(&produce_request("strict", 0, batch, acks), 9)
+            .expect("produce");
+        r.responses[0].partition_responses[0].error_code
+    };
+    assert_eq!(
+        produce_acks(-1),
+        ResponseError::NotEnoughReplicas.code(),
+        "acks=all with 2 of 3 in sync"
+    );
+    assert_eq!(produce_acks(1), 0, "acks=1 needs only the leader");
+    // The follower returns and rejoins: acks=all is taken again.
+    cluster.host(follower).spawn();
+    cluster.host(follower).wait_serving();
+    wait_for(&bl, "strict", Duration::from_secs(30), "rejoined", |r| {
+        r.isr.len() == 3
+    });
+    assert_eq!(produce_acks(-1), 0);
+    assert_eq!(
+        describe(&bl, "strict")[0].high_watermark,
+        12,
+        "ten by kcat, one acks=1, one acks=all"
+    );
+}
