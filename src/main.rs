@@ -62,6 +62,14 @@ enum ClusterCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Hand every partition's leadership back to its preferred (first) replica where
+    /// that one is live and in sync (the controller also does so by itself after 10s
+    /// without hosts coming or going).
+    RebalanceLeaders {
+        /// Any voter's controller address.
+        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9091")]
+        controller: String,
+    },
 }
 
 /// Which running broker the admin commands talk to.
@@ -251,7 +259,7 @@ struct ServeArgs {
     #[arg(long, value_name = "ROLES")]
     process_roles: Option<String>,
     /// A host that has not heartbeaten to the controller for this long is fenced
-    /// (Kafka's broker.session.timeout.ms). [default: 9s]
+    /// (Kafka's broker.session.timeout.ms, 9s there). [default: 3s]
     #[arg(long, value_name = "DURATION")]
     session_timeout: Option<String>,
     /// Replicas of auto-created topics and of CreateTopics with -1 (Kafka's
@@ -355,6 +363,14 @@ fn main() -> anyhow::Result<()> {
                     before,
                 } => a.topics_delete_records(&name, partition, before),
             })
+        }
+        Command::Cluster {
+            command: ClusterCommand::RebalanceLeaders { controller },
+        } => {
+            let version = cluster_status::rebalance_leaders(&controller)
+                .with_context(|| format!("asking controller {controller}"))?;
+            println!("leadership handed back to preferred replicas (metadata version {version})");
+            return Ok(());
         }
         Command::Cluster {
             command: ClusterCommand::Status { controller, json },

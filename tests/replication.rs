@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     cluster::{run_weir, Cluster},
+    interop::{python, run_script_logged, script},
     kafka_client::produce_request,
     kcat,
 };
@@ -142,16 +143,13 @@ fn a_replicated_topic_outlives_its_leaders_host() {
     let survivor = (1..=3).find(|h| *h != victim).expect("another host");
     let bs = cluster.host(survivor).bootstrap();
     cluster.host(victim).kill();
+    // (The dead host leaves every ISR in the same metadata change.)
     let after = wait_for(&bs, "orders", Duration::from_secs(15), "failover", |r| {
-        r.leader >= 0 && r.leader / 1024 != i64::from(victim)
+        r.leader >= 0
+            && r.leader / 1024 != i64::from(victim)
+            && !r.isr.iter().any(|n| n / 1024 == i64::from(victim))
     });
     assert!(after[0].epoch > rows[0].epoch, "{after:?}");
-    assert!(
-        after
-            .iter()
-            .all(|r| !r.isr.iter().any(|n| n / 1024 == i64::from(victim))),
-        "the dead host left every ISR: {after:?}"
-    );
     assert_eq!(values(&bs, "orders"), expected, "nothing acknowledged lost");
     produce(&bs, "orders", 300, 300);
 
@@ -239,4 +237,141 @@ fn min_insync_replicas_refuses_acks_all_writes_it_cannot_hold() {
         12,
         "ten by kcat, one acks=1, one acks=all"
     );
+}
+
+/// Produces one message with acks=all to partition 0 of `topic` on whichever host
+/// `describe` names its leader; true once acknowledged.
+fn acknowledged_on_leader(cluster: &mut Cluster, via: &str, topic: &str) -> bool {
+    let Some(row) = describe(via, topic).into_iter().next() else {
+        return false;
+    };
+    if row.leader < 0 {
+        return false;
+    }
+    let host = cluster.host((row.leader / 1024) as u32).bootstrap();
+    let Ok(mut conn) = Connection::open(&host, "failover-probe") else {
+        return false;
+    };
+    let batch = build_batch(1, b"probe", 0);
+    conn.call(&produce_request(topic, 0, batch, -1), 9)
+        .is_ok_and(|r| r.responses[0].partition_responses[0].error_code == 0)
+}
+
+#[test]
+fn leaders_killed_again_and_again_lose_nothing_acknowledged() {
+    let kills: usize = std::env::var("WEIR_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let mut cluster = Cluster::start(3, 1);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b1 = cluster.host(1).bootstrap();
+    create(&b1, "ledger", 3, 3);
+    create(&b1, "probe", 1, 3);
+    for t in ["ledger", "probe"] {
+        wait_for(&b1, t, Duration::from_secs(10), "created", |r| {
+            r.isr.len() == 3
+        });
+    }
+    let dir = cluster.dir.path().to_path_buf();
+    let file = |name: &str| dir.join(name).display().to_string();
+    let (stop, acked, commits, seen) = (
+        file("stop"),
+        file("acked.txt"),
+        file("commits.txt"),
+        file("seen.txt"),
+    );
+    let bootstrap: String = (1..=3)
+        .map(|h| cluster.host(h).bootstrap())
+        .collect::<Vec<_>>()
+        .join(",");
+    let spawn = |args: &[&str]| {
+        std::process::Command::new("timeout")
+            .arg("600")
+            .arg(python())
+            .arg(script("kill_loop.py"))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("client")
+    };
+    let mut producer = spawn(&["produce", &bootstrap, "ledger", &stop, &acked]);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut consumer = spawn(&["consume", &bootstrap, "ledger", &stop, &commits, &seen]);
+    let mut failovers = Vec::new();
+    for kill in 0..kills {
+        // Kill the host leading the probe partition (and some of the ledger's).
+        let via = cluster.host(((kill % 3) + 1) as u32).bootstrap();
+        let rows = wait_for(&via, "probe", Duration::from_secs(30), "all in sync", |r| {
+            r.leader >= 0 && r.isr.len() == 3
+        });
+        wait_for(
+            &via,
+            "ledger",
+            Duration::from_secs(30),
+            "all in sync",
+            |r| r.leader >= 0 && r.isr.len() == 3,
+        );
+        let victim = (rows[0].leader / 1024) as u32;
+        let other = cluster.host((victim % 3) + 1).bootstrap();
+        let killed = Instant::now();
+        cluster.host(victim).kill();
+        while !acknowledged_on_leader(&mut cluster, &other, "probe") {
+            assert!(
+                killed.elapsed() < Duration::from_secs(60),
+                "no leader took over after kill {kill}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        failovers.push(killed.elapsed());
+        eprintln!(
+            "kill {kill}: host {victim}, acknowledged again after {:?}",
+            killed.elapsed()
+        );
+        cluster.host(victim).spawn();
+        cluster.host(victim).wait_serving();
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    std::fs::write(&stop, b"").expect("stop");
+    let logs = |cluster: &mut Cluster| -> String {
+        (1..=3)
+            .map(|h| format!("--- host {h}\n{}", cluster.host(h).log()))
+            .collect()
+    };
+    assert!(
+        producer.wait().expect("producer").success(),
+        "producer failed\n{}",
+        logs(&mut cluster)
+    );
+    assert!(
+        consumer.wait().expect("consumer").success(),
+        "consumer failed\n{}",
+        logs(&mut cluster)
+    );
+    let via = cluster.host(1).bootstrap();
+    wait_for(
+        &via,
+        "ledger",
+        Duration::from_secs(30),
+        "all in sync",
+        |r| r.isr.len() == 3,
+    );
+    let text = logs(&mut cluster);
+    run_script_logged(
+        "kill_loop.py",
+        &[
+            "check".into(),
+            bootstrap.clone(),
+            "ledger".into(),
+            acked.clone(),
+            commits.clone(),
+            seen.clone(),
+        ],
+        || text,
+    );
+    failovers.sort();
+    let p50 = failovers[failovers.len() / 2];
+    let p99 = failovers[(failovers.len() * 99).div_ceil(100) - 1];
+    eprintln!("kill -9 to the next acknowledged produce over {kills} kills (session timeout 2s): p50 {p50:?}, p99 {p99:?}");
 }

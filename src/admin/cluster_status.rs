@@ -1,11 +1,13 @@
 //! `weir cluster status`: asks a controller (any voter; it follows the leader) for the
-//! quorum and the hosts, and prints them as a table or as JSON.
+//! quorum, the hosts and the degraded partitions, and prints them as a table or as
+//! JSON; `weir cluster rebalance-leaders` asks it to hand leadership back to the
+//! preferred replicas.
 
 use std::{fmt::Write, time::Duration};
 
 use crate::{
     cluster::rpc::{self, ClusterStatus, Request, Response},
-    metadata::cluster_state::MetadataError,
+    metadata::cluster_state::{MetadataChange, MetadataError},
 };
 
 /// Why the status could not be had.
@@ -28,6 +30,29 @@ pub enum StatusError {
 /// The status, asked of `controller` and, if it is not the leader, of the leader it
 /// names.
 pub fn fetch(controller: &str) -> Result<ClusterStatus, StatusError> {
+    ask_leader(controller, &Request::Status, |r| match r {
+        Response::Status(answer) => Ok(answer),
+        other => Err(rpc::unexpected(&other)),
+    })
+}
+
+/// `weir cluster rebalance-leaders`: every partition whose preferred replica is live
+/// and in sync is led by it again. Returns the metadata version that holds the change.
+pub fn rebalance_leaders(controller: &str) -> Result<u64, StatusError> {
+    let request = Request::Change(MetadataChange::PreferLeaders);
+    ask_leader(controller, &request, |r| match r {
+        Response::Changed(answer) => Ok(answer),
+        other => Err(rpc::unexpected(&other)),
+    })
+}
+
+/// Sends `request` to `controller`, following its redirections to the leader, and
+/// takes the answer out of the response with `answer`.
+fn ask_leader<T>(
+    controller: &str,
+    request: &Request,
+    answer: impl Fn(Response) -> Result<Result<T, MetadataError>, std::io::Error>,
+) -> Result<T, StatusError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -39,25 +64,21 @@ pub fn fetch(controller: &str) -> Result<ClusterStatus, StatusError> {
         let mut addr = controller.to_string();
         for _ in 0..5 {
             let mut client = rpc::Client::new(addr.clone());
-            let response = client
-                .call(&Request::Status, Duration::from_secs(5))
-                .await
-                .map_err(|source| StatusError::Io {
-                    addr: addr.clone(),
-                    source,
-                })?;
-            match response {
-                Response::Status(Ok(s)) => return Ok(s),
-                Response::Status(Err(MetadataError::NotLeader {
+            let response =
+                client
+                    .call(request, Duration::from_secs(5))
+                    .await
+                    .map_err(|source| StatusError::Io {
+                        addr: addr.clone(),
+                        source,
+                    })?;
+            match answer(response) {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(MetadataError::NotLeader {
                     leader: Some(leader),
                 })) => addr = leader,
-                Response::Status(Err(e)) => return Err(e.into()),
-                other => {
-                    return Err(StatusError::Io {
-                        addr,
-                        source: rpc::unexpected(&other),
-                    })
-                }
+                Ok(Err(e)) => return Err(e.into()),
+                Err(source) => return Err(StatusError::Io { addr, source }),
             }
         }
         Err(MetadataError::NotLeader { leader: None }.into())
@@ -105,6 +126,39 @@ pub fn render(s: &ClusterStatus) -> String {
             h.partitions,
             if h.voter { "yes" } else { "no" },
         );
+    }
+    let offline = s
+        .degraded
+        .iter()
+        .filter(|p| p.state.leader.is_none())
+        .count();
+    let _ = writeln!(
+        out,
+        "\n{} under-replicated partitions, {offline} without a leader",
+        s.degraded.len() - offline
+    );
+    if !s.degraded.is_empty() {
+        let _ = writeln!(out, "TOPIC\tPARTITION\tLEADER\tEPOCH\tREPLICAS\tISR");
+        let list = |nodes: &[i32]| {
+            nodes
+                .iter()
+                .map(i32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        for p in &s.degraded {
+            let st = &p.state;
+            let _ = writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}\t{}",
+                p.topic,
+                p.partition,
+                st.leader.map_or("none".to_string(), |l| l.to_string()),
+                st.leader_epoch,
+                list(&st.replicas),
+                list(&st.isr)
+            );
+        }
     }
     out
 }

@@ -147,6 +147,13 @@ pub fn voters_text(voters: &[Voter]) -> String {
         .join(",")
 }
 
+/// How long a silent host keeps its partitions, by default. Kafka's
+/// `broker.session.timeout.ms` is 9 s, sized for JVM pauses; weir has none, hosts
+/// heartbeat every 500 ms, and a dead leader's partitions are unavailable this long —
+/// 3 s keeps a failover within a few seconds while six missed heartbeats fence nobody
+/// by accident.
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// How long a follower may stay behind before it leaves the ISR, by default: Kafka's
 /// `replica.lag.time.max.ms` is 30 s; a third of it keeps acks=all stalls behind a slow
 /// (not dead: the session timeout handles those) follower short.
@@ -235,7 +242,7 @@ pub fn cluster_from_flags(
     };
     let session_timeout = match flags.session_timeout {
         Some(t) => parse_duration(&t).map_err(|e| flag("--session-timeout", e))?,
-        None => Duration::from_secs(9),
+        None => SESSION_TIMEOUT,
     };
     if session_timeout < Duration::from_millis(500) {
         return Err(flag("--session-timeout", "must be at least 500ms"));
@@ -298,7 +305,7 @@ mod tests {
             voters: parse_voters("1@127.0.0.1:9091").expect("valid"),
             controller_listen: "127.0.0.1:9091".parse().expect("addr"),
             roles,
-            session_timeout: Duration::from_secs(9),
+            session_timeout: SESSION_TIMEOUT,
             default_replication_factor: 1,
             replica_lag_time_max: REPLICA_LAG_TIME_MAX,
         };
@@ -329,7 +336,7 @@ mod tests {
             voter.controller_listen,
             "10.0.0.2:9091".parse().expect("addr")
         );
-        assert_eq!(voter.session_timeout, Duration::from_secs(9));
+        assert_eq!(voter.session_timeout, Duration::from_secs(3));
         let broker = cluster_from_flags(7, listen, voters())
             .expect("valid")
             .expect("cluster");

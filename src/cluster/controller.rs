@@ -23,7 +23,7 @@ use super::{
     network::Network,
     rpc::{
         read_frame, write_frame, ClusterStatus, Heartbeat, HeartbeatReply, HostStatus,
-        Registration, Request, Response,
+        PartitionStatus, Registration, Request, Response,
     },
     store::{Applied, LogStore, StateMachine, Store},
     Raft,
@@ -71,6 +71,11 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the leader looks for hosts to fence.
 const FENCE_CHECK: Duration = Duration::from_millis(250);
 
+/// Leadership returns to preferred replicas once no host registered, was fenced or
+/// came back for this long (Kafka's auto.leader.rebalance.enable, which checks every
+/// 5 minutes; sooner here, since a returned host otherwise leads nothing for minutes).
+const PREFERRED_LEADER_QUIET: Duration = Duration::from_secs(10);
+
 /// One voter.
 pub struct Controller {
     id: u64,
@@ -78,6 +83,9 @@ pub struct Controller {
     published: tokio::sync::watch::Receiver<Arc<Applied>>,
     config: ClusterConfig,
     heartbeats: Mutex<HashMap<u32, Instant>>,
+    /// When a host last registered, was fenced or came back: preferred leaders return
+    /// only after [`PREFERRED_LEADER_QUIET`] without such changes.
+    membership_changed: Mutex<Instant>,
 }
 
 impl Controller {
@@ -134,6 +142,7 @@ impl Controller {
             published,
             config: config.clone(),
             heartbeats: Mutex::new(HashMap::new()),
+            membership_changed: Mutex::new(Instant::now()),
         }))
     }
 
@@ -255,6 +264,13 @@ impl Controller {
             .is_some_and(|t| t.elapsed() < within)
     }
 
+    fn membership_changed(&self) {
+        *self
+            .membership_changed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
     fn heard(&self, host: u32) {
         self.heartbeats
             .lock()
@@ -309,6 +325,7 @@ impl Controller {
             record,
         })
         .await?;
+        self.membership_changed();
         self.heard(r.host);
         for mut topic in r.legacy_topics {
             if self.applied().state.topics.contains_key(&topic.name) {
@@ -359,6 +376,7 @@ impl Controller {
                 fenced: false,
             })
             .await?;
+            self.membership_changed();
         }
         let mut watch = self.published.clone();
         if watch.borrow_and_update().version() <= h.known_version {
@@ -492,7 +510,7 @@ impl Controller {
                     .state
                     .topics
                     .values()
-                    .flat_map(|t| t.placement.iter())
+                    .flat_map(|t| t.states.iter().flat_map(|s| s.replicas.iter()))
                     .filter(|n| host_of(**n) == *id)
                     .count(),
                 voter: voters.iter().any(|(v, _)| *v == u64::from(*id)),
@@ -506,6 +524,22 @@ impl Controller {
             version: applied.version(),
             hosts,
             topics: applied.state.topics.len(),
+            degraded: applied
+                .state
+                .topics
+                .values()
+                .flat_map(|t| {
+                    t.states
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, s)| s.leader.is_none() || s.isr.len() < s.replicas.len())
+                        .map(|(p, state)| PartitionStatus {
+                            topic: t.name.clone(),
+                            partition: p as u32,
+                            state: state.clone(),
+                        })
+                })
+                .collect(),
         })
     }
 
@@ -542,6 +576,19 @@ impl Controller {
                     .await
                 {
                     tracing::warn!(host, error = %e, "could not fence host");
+                }
+                self.membership_changed();
+            }
+            let quiet = self
+                .membership_changed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .elapsed()
+                >= PREFERRED_LEADER_QUIET;
+            if quiet && applied.state.preferred_leaders_due() {
+                tracing::info!("moving leadership back to preferred replicas");
+                if let Err(e) = self.propose(Command::PreferLeaders).await {
+                    tracing::warn!(error = %e, "could not move leadership back");
                 }
             }
         }

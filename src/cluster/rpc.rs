@@ -98,6 +98,20 @@ pub struct ClusterStatus {
     pub hosts: Vec<HostStatus>,
     /// Topics and partitions.
     pub topics: usize,
+    /// Partitions whose ISR lacks a replica, or that have no leader.
+    #[serde(default)]
+    pub degraded: Vec<PartitionStatus>,
+}
+
+/// A partition as the controller records it, for `weir cluster status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PartitionStatus {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: u32,
+    /// Its state: replicas, leader, epoch, ISR.
+    pub state: crate::metadata::partition_state::PartitionState,
 }
 
 /// A request to a controller.

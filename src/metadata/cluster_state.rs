@@ -377,6 +377,16 @@ impl ClusterState {
         }
     }
 
+    /// True when some partition's preferred replica is live and in sync but does not
+    /// lead it ([`Command::PreferLeaders`] would move it).
+    pub fn preferred_leaders_due(&self) -> bool {
+        let live = |n: NodeId| live_node(&self.hosts, n);
+        self.topics
+            .values()
+            .flat_map(|t| &t.states)
+            .any(|s| s.clone().prefer(live))
+    }
+
     /// Live hosts and their shard counts, ascending by id: where replicas can go.
     pub fn live_hosts(&self) -> Vec<(u32, u32)> {
         self.hosts

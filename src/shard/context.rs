@@ -129,7 +129,6 @@ pub struct ShardContext {
     logs: RefCell<OpenLogs>,
     reopen_attempts: RefCell<HashMap<PartitionKey, Instant>>,
     seen_version: Cell<u64>,
-    reconciled_version: Cell<u64>,
     sync_lock: Semaphore,
 }
 
@@ -185,7 +184,6 @@ impl ShardContext {
             logs: RefCell::new(HashMap::new()),
             reopen_attempts: RefCell::new(HashMap::new()),
             seen_version: Cell::new(0),
-            reconciled_version: Cell::new(0),
             sync_lock: Semaphore::new(1),
             metrics,
             replication: Replication::default(),
@@ -193,24 +191,11 @@ impl ShardContext {
         ctx.resync().await;
         ctx.open_owned_partitions().await;
         glommio::spawn_local(Self::enforce_retention(Rc::downgrade(&ctx))).detach();
-        if let Some(cluster) = &ctx.config.cluster {
-            glommio::spawn_local(Replication::maintain_isr(
-                Rc::downgrade(&ctx),
-                cluster.replica_lag_time_max,
-            ))
-            .detach();
-        }
         let weak = Rc::downgrade(&ctx);
         glommio::spawn_local(async move {
-            // Idle shards notice deleted topics, and take up the replication roles new
-            // metadata gives them, within this period.
+            // Idle shards notice deleted topics within this period.
             while let Some(ctx) = weak.upgrade() {
                 ctx.resync().await;
-                let version = ctx.seen_version.get();
-                if version != ctx.reconciled_version.get() {
-                    ctx.reconciled_version.set(version);
-                    Replication::reconcile(&ctx).await;
-                }
                 drop(ctx);
                 glommio::timer::sleep(Duration::from_millis(100)).await;
             }
@@ -305,6 +290,11 @@ impl ShardContext {
             return owns(&self.registry.cluster().coordinators);
         }
         owns(&self.snapshot.borrow().view.coordinators)
+    }
+
+    /// The registry version this shard last looked at.
+    pub fn metadata_version(&self) -> u64 {
+        self.seen_version.get()
     }
 
     /// The metadata as of this shard's last look at the registry (call

@@ -22,6 +22,7 @@ use crate::{
     },
     metrics::{self, BrokerMetrics},
     net::listener,
+    replication::roles,
 };
 
 use context::ShardContext;
@@ -248,6 +249,13 @@ fn serve(
                 .await
                 .map_err(|source| BrokerError::Storage { shard, source })?;
                 glommio::spawn_local(metrics_publisher::run(Rc::downgrade(&ctx))).detach();
+                if let Some(cluster) = &ctx.config.cluster {
+                    glommio::spawn_local(roles::run(
+                        Rc::downgrade(&ctx),
+                        cluster.replica_lag_time_max,
+                    ))
+                    .detach();
+                }
                 listener::serve(Rc::clone(&ctx), stop, tls)
                     .await
                     .map_err(|source| BrokerError::Listener { shard, source })?;

@@ -1,0 +1,201 @@
+//! A shard taking up the replication roles its metadata gives it: leading (tracking
+//! followers, proposing ISR changes) or following (a fetcher per partition), and
+//! stepping down. Runs on the shard, driven by [`run`].
+
+use std::{
+    cell::Cell,
+    collections::HashSet,
+    rc::{Rc, Weak},
+    time::{Duration, Instant},
+};
+
+use super::{
+    apply_cap,
+    fetcher::{self, Assignment},
+    progress::Progress,
+    Following, PartitionKey, Replication,
+};
+use crate::{metadata::placement::NodeId, shard::context::ShardContext};
+
+/// How often leaders look for ISR changes to propose, and shards for new metadata.
+const CHECK: Duration = Duration::from_millis(100);
+
+/// ISR checks happen every this many [`CHECK`]s.
+const ISR_CHECKS_EVERY: u32 = 3;
+
+/// Reconciles the shard's roles with each new metadata version and, on a cluster host,
+/// has its leaders propose ISR changes (followers not caught up for `lag_max` leave,
+/// caught-up ones join); stops when the shard is gone.
+pub async fn run(weak: Weak<ShardContext>, lag_max: Duration) {
+    let mut reconciled = None;
+    let mut ticks = 0u32;
+    loop {
+        let Some(ctx) = weak.upgrade() else {
+            return;
+        };
+        ctx.resync().await;
+        let version = ctx.metadata_version();
+        if reconciled != Some(version) {
+            reconciled = Some(version);
+            reconcile(&ctx).await;
+        }
+        ticks = ticks.wrapping_add(1);
+        if ticks % ISR_CHECKS_EVERY == 0 {
+            propose_isr_changes(&ctx, lag_max);
+        }
+        drop(ctx);
+        glommio::timer::sleep(CHECK).await;
+    }
+}
+
+/// Takes up the roles the shard's current metadata gives it: leads (tracking its
+/// followers from the high watermark) or follows (a fetcher per partition), and
+/// steps down from partitions it no longer leads.
+async fn reconcile(ctx: &Rc<ShardContext>) {
+    let snapshot = ctx.metadata();
+    let mut seen = HashSet::new();
+    for t in snapshot.topics.values() {
+        for (p, state) in t.states.iter().enumerate() {
+            if !state.replicas.contains(&ctx.node) {
+                continue;
+            }
+            let key = (t.name.clone(), p as u32);
+            seen.insert(key.clone());
+            let r = &ctx.replication;
+            if state.leader == Some(ctx.node) {
+                r.stop_following(&key);
+                if state.replicas.len() == 1 {
+                    continue;
+                }
+                let current = r
+                    .led
+                    .borrow()
+                    .get(&key)
+                    .is_some_and(|pr| pr.epoch == state.leader_epoch);
+                let Ok(log) = ctx.replica(&t.name, p as u32).await else {
+                    continue;
+                };
+                if current {
+                    if let Some(pr) = r.led.borrow_mut().get_mut(&key) {
+                        pr.set_isr(&state.isr);
+                        apply_cap(&log, pr);
+                    }
+                } else {
+                    tracing::info!(topic = %t.name, partition = p, epoch = state.leader_epoch, isr = ?state.isr, "leading");
+                    let pr = Progress::new(
+                        state.leader_epoch,
+                        ctx.node,
+                        &state.replicas,
+                        &state.isr,
+                        log.high_watermark(),
+                        Instant::now(),
+                    );
+                    apply_cap(&log, &pr);
+                    r.led.borrow_mut().insert(key, pr);
+                }
+            } else {
+                step_down(ctx, &key);
+                match state.leader {
+                    Some(leader) => follow(ctx, key, leader, state.leader_epoch),
+                    None => r.stop_following(&key),
+                }
+            }
+        }
+    }
+    let r = &ctx.replication;
+    let gone: Vec<PartitionKey> = r
+        .led
+        .borrow()
+        .keys()
+        .chain(r.followed.borrow().keys())
+        .filter(|k| !seen.contains(*k))
+        .cloned()
+        .collect();
+    for key in gone {
+        step_down(ctx, &key);
+        r.stop_following(&key);
+    }
+}
+
+fn step_down(ctx: &ShardContext, key: &PartitionKey) {
+    if ctx.replication.led.borrow_mut().remove(key).is_some() {
+        tracing::info!(topic = %key.0, partition = key.1, "no longer leading");
+        if let Some(log) = ctx.open_log_of(&key.0, key.1) {
+            log.step_down();
+        }
+    }
+}
+
+fn follow(ctx: &Rc<ShardContext>, key: PartitionKey, leader: NodeId, epoch: i32) {
+    let r: &Replication = &ctx.replication;
+    if r.followed
+        .borrow()
+        .get(&key)
+        .is_some_and(|f| f.leader == leader && f.epoch == epoch)
+    {
+        return;
+    }
+    r.stop_following(&key);
+    let stop = Rc::new(Cell::new(false));
+    let assignment = Assignment {
+        topic: key.0.clone(),
+        partition: key.1,
+        leader,
+        epoch,
+    };
+    glommio::spawn_local(fetcher::follow(
+        Rc::clone(ctx),
+        assignment,
+        Rc::clone(&stop),
+    ))
+    .detach();
+    r.followed.borrow_mut().insert(
+        key,
+        Following {
+            leader,
+            epoch,
+            stop,
+        },
+    );
+}
+
+/// Each led partition's leader proposes the ISR change its followers' progress calls
+/// for, one proposal at a time per partition. The committed ISR reaches the progress at
+/// the next reconcile, once the metadata holding it is installed.
+fn propose_isr_changes(ctx: &Rc<ShardContext>, lag_max: Duration) {
+    let r = &ctx.replication;
+    let now = Instant::now();
+    let mut due = Vec::new();
+    for (key, pr) in r.led.borrow_mut().iter_mut() {
+        if r.proposing.borrow().contains(key) {
+            continue;
+        }
+        let Some(log) = ctx.open_log_of(&key.0, key.1) else {
+            continue;
+        };
+        if let Some(change) = pr.isr_change(log.high_watermark(), lag_max, now) {
+            pr.proposing(&change.joining);
+            due.push((key.clone(), pr.epoch, pr.isr().to_vec(), change.isr));
+        }
+    }
+    for (key, epoch, before, isr) in due {
+        r.proposing.borrow_mut().insert(key.clone());
+        let weak = Rc::downgrade(ctx);
+        glommio::spawn_local(async move {
+            let Some(ctx) = weak.upgrade() else {
+                return;
+            };
+            tracing::info!(topic = %key.0, partition = key.1, epoch, from = ?before, to = ?isr, "proposing an ISR change");
+            let result = ctx.registry.alter_isr(&key.0, key.1, epoch, isr).await;
+            let r = &ctx.replication;
+            r.proposing.borrow_mut().remove(&key);
+            if let Err(e) = result {
+                tracing::warn!(topic = %key.0, partition = key.1, error = %e, "ISR change refused");
+                if let Some(pr) = r.led.borrow_mut().get_mut(&key) {
+                    pr.abandon_joining();
+                }
+            }
+        })
+        .detach();
+    }
+}
