@@ -84,6 +84,15 @@ fn describe(bootstrap: &str, topic: &str) -> Vec<Row> {
         .collect()
 }
 
+/// The leader node of every partition of `topic`, from `kcat -L` (Metadata only).
+fn leaders(bootstrap: &str, topic: &str) -> Vec<i64> {
+    kcat(&["-b", bootstrap, "-L", "-t", topic], None)
+        .lines()
+        .filter_map(|l| l.split("leader ").nth(1))
+        .filter_map(|l| l.split(',').next()?.trim().parse().ok())
+        .collect()
+}
+
 /// Polls `describe` until `done` holds for every partition; panics after `within`.
 fn wait_for(
     bootstrap: &str,
@@ -257,24 +266,19 @@ fn acknowledged_on_leader(cluster: &mut Cluster, via: &str, topic: &str) -> bool
         .is_ok_and(|r| r.responses[0].partition_responses[0].error_code == 0)
 }
 
-#[test]
-fn leaders_killed_again_and_again_lose_nothing_acknowledged() {
-    let kills: usize = std::env::var("WEIR_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
-    let mut cluster = Cluster::start(3, 1);
-    cluster.converged_metadata(Duration::from_secs(15));
+/// Runs `fault` on a three-host cluster while an idempotent acks=all producer and a
+/// committing consumer group (`kill_loop.py`) work on `topic` (3 partitions, RF 3);
+/// then stops them and checks that every acknowledged message is in the log exactly
+/// once at its offset, that consumed offsets were never taken back, and that the
+/// group's acknowledged commits were kept.
+fn under_load(cluster: &mut Cluster, topic: &str, fault: impl FnOnce(&mut Cluster)) {
     let b1 = cluster.host(1).bootstrap();
-    create(&b1, "ledger", 3, 3);
-    create(&b1, "probe", 1, 3);
-    for t in ["ledger", "probe"] {
-        wait_for(&b1, t, Duration::from_secs(10), "created", |r| {
-            r.isr.len() == 3
-        });
-    }
+    create(&b1, topic, 3, 3);
+    wait_for(&b1, topic, Duration::from_secs(10), "created", |r| {
+        r.isr.len() == 3
+    });
     let dir = cluster.dir.path().to_path_buf();
-    let file = |name: &str| dir.join(name).display().to_string();
+    let file = |name: &str| dir.join(format!("{topic}-{name}")).display().to_string();
     let (stop, acked, commits, seen) = (
         file("stop"),
         file("acked.txt"),
@@ -296,42 +300,10 @@ fn leaders_killed_again_and_again_lose_nothing_acknowledged() {
             .spawn()
             .expect("client")
     };
-    let mut producer = spawn(&["produce", &bootstrap, "ledger", &stop, &acked]);
+    let mut producer = spawn(&["produce", &bootstrap, topic, &stop, &acked]);
     std::thread::sleep(Duration::from_millis(500));
-    let mut consumer = spawn(&["consume", &bootstrap, "ledger", &stop, &commits, &seen]);
-    let mut failovers = Vec::new();
-    for kill in 0..kills {
-        // Kill the host leading the probe partition (and some of the ledger's).
-        let via = cluster.host(((kill % 3) + 1) as u32).bootstrap();
-        let rows = wait_for(&via, "probe", Duration::from_secs(30), "all in sync", |r| {
-            r.leader >= 0 && r.isr.len() == 3
-        });
-        wait_for(
-            &via,
-            "ledger",
-            Duration::from_secs(30),
-            "all in sync",
-            |r| r.leader >= 0 && r.isr.len() == 3,
-        );
-        let victim = (rows[0].leader / 1024) as u32;
-        let other = cluster.host((victim % 3) + 1).bootstrap();
-        let killed = Instant::now();
-        cluster.host(victim).kill();
-        while !acknowledged_on_leader(&mut cluster, &other, "probe") {
-            assert!(
-                killed.elapsed() < Duration::from_secs(60),
-                "no leader took over after kill {kill}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        failovers.push(killed.elapsed());
-        eprintln!(
-            "kill {kill}: host {victim}, acknowledged again after {:?}",
-            killed.elapsed()
-        );
-        cluster.host(victim).spawn();
-        cluster.host(victim).wait_serving();
-    }
+    let mut consumer = spawn(&["consume", &bootstrap, topic, &stop, &commits, &seen]);
+    fault(cluster);
     std::thread::sleep(Duration::from_secs(2));
     std::fs::write(&stop, b"").expect("stop");
     let logs = |cluster: &mut Cluster| -> String {
@@ -342,36 +314,111 @@ fn leaders_killed_again_and_again_lose_nothing_acknowledged() {
     assert!(
         producer.wait().expect("producer").success(),
         "producer failed\n{}",
-        logs(&mut cluster)
+        logs(cluster)
     );
     assert!(
         consumer.wait().expect("consumer").success(),
         "consumer failed\n{}",
-        logs(&mut cluster)
+        logs(cluster)
     );
-    let via = cluster.host(1).bootstrap();
-    wait_for(
-        &via,
-        "ledger",
-        Duration::from_secs(30),
-        "all in sync",
-        |r| r.isr.len() == 3,
-    );
-    let text = logs(&mut cluster);
+    wait_for(&b1, topic, Duration::from_secs(30), "all in sync", |r| {
+        r.isr.len() == 3
+    });
+    let text = logs(cluster);
     run_script_logged(
         "kill_loop.py",
         &[
             "check".into(),
             bootstrap.clone(),
-            "ledger".into(),
+            topic.into(),
             acked.clone(),
             commits.clone(),
             seen.clone(),
         ],
         || text,
     );
+}
+
+#[test]
+fn leaders_killed_again_and_again_lose_nothing_acknowledged() {
+    let kills: usize = std::env::var("WEIR_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let mut cluster = Cluster::start(3, 1);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b1 = cluster.host(1).bootstrap();
+    create(&b1, "probe", 1, 3);
+    let mut failovers = Vec::new();
+    under_load(&mut cluster, "ledger", |cluster| {
+        for kill in 0..kills {
+            // Kill the host leading the probe partition (and some of the ledger's).
+            let via = cluster.host(((kill % 3) + 1) as u32).bootstrap();
+            let rows = wait_for(&via, "probe", Duration::from_secs(30), "in sync", |r| {
+                r.leader >= 0 && r.isr.len() == 3
+            });
+            wait_for(&via, "ledger", Duration::from_secs(30), "in sync", |r| {
+                r.leader >= 0 && r.isr.len() == 3
+            });
+            let victim = (rows[0].leader / 1024) as u32;
+            let other = cluster.host((victim % 3) + 1).bootstrap();
+            let killed = Instant::now();
+            cluster.host(victim).kill();
+            while !acknowledged_on_leader(cluster, &other, "probe") {
+                assert!(
+                    killed.elapsed() < Duration::from_secs(60),
+                    "no leader took over after kill {kill}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            failovers.push(killed.elapsed());
+            eprintln!(
+                "kill {kill}: host {victim}, acknowledged again after {:?}",
+                killed.elapsed()
+            );
+            cluster.host(victim).spawn();
+            cluster.host(victim).wait_serving();
+        }
+    });
     failovers.sort();
     let p50 = failovers[failovers.len() / 2];
     let p99 = failovers[(failovers.len() * 99).div_ceil(100) - 1];
     eprintln!("kill -9 to the next acknowledged produce over {kills} kills (session timeout 2s): p50 {p50:?}, p99 {p99:?}");
+}
+
+#[test]
+fn a_paused_leader_is_fenced_and_truncates_when_it_wakes() {
+    let mut cluster = Cluster::start(3, 1);
+    cluster.converged_metadata(Duration::from_secs(15));
+    under_load(&mut cluster, "paused", |cluster| {
+        let b1 = cluster.host(1).bootstrap();
+        std::thread::sleep(Duration::from_secs(1));
+        let rows = describe(&b1, "paused");
+        let victim = (rows[0].leader / 1024) as u32;
+        let other = cluster.host((victim % 3) + 1).bootstrap();
+        // Stopped for twice the session timeout: fenced, its partitions led elsewhere,
+        // while its clients' requests wait on it.
+        cluster.host(victim).signal("STOP");
+        // (Metadata only: `describe` would ask the stopped host for offsets.)
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while leaders(&other, "paused")
+            .iter()
+            .any(|l| *l < 0 || l / 1024 == i64::from(victim))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no failover from a paused leader"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        cluster.host(victim).signal("CONT");
+        // It learns it no longer leads, fails what it held, cuts any divergent tail and
+        // catches up: every ISR is whole again, at newer epochs.
+        let back = wait_for(&other, "paused", Duration::from_secs(30), "rejoined", |r| {
+            r.isr.len() == 3
+        });
+        assert!(back[0].epoch > rows[0].epoch, "{back:?}");
+        assert!(cluster.host(victim).log().contains("no longer leading"));
+    });
 }

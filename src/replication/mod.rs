@@ -69,16 +69,25 @@ impl Replication {
         last_epoch: i32,
     ) -> FetchCheck {
         if last_epoch >= 0 {
-            let end = log.epoch_end(last_epoch);
-            let diverged = match end {
-                Some(e) => e.epoch != last_epoch || e.end_offset < offset,
-                None => true,
+            let diverging = match log.epoch_end(last_epoch) {
+                Some(e) if e.epoch == last_epoch && e.end_offset >= offset => None,
+                Some(e) => Some(e),
+                // The follower has an epoch newer than any here (it led and appended
+                // what nobody else got): it keeps at most what precedes that epoch,
+                // up to where this log's newest epoch ends.
+                None => Some(match log.leader_epochs().latest() {
+                    Some(latest) => EpochEnd {
+                        epoch: latest,
+                        end_offset: log.log_end(),
+                    },
+                    None => EpochEnd {
+                        epoch: -1,
+                        end_offset: log.log_start_offset(),
+                    },
+                }),
             };
-            if diverged {
-                return FetchCheck::Diverging(end.unwrap_or(EpochEnd {
-                    epoch: -1,
-                    end_offset: log.log_start_offset(),
-                }));
+            if let Some(end) = diverging {
+                return FetchCheck::Diverging(end);
             }
         }
         if let Some(pr) = self.led.borrow_mut().get_mut(key) {

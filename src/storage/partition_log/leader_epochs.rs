@@ -46,13 +46,23 @@ impl LeaderEpochs {
         true
     }
 
-    /// Where `epoch` ends in a log ending at `log_end`: the largest known epoch at or
-    /// below it, ending where the next epoch begins (or at `log_end`). `None` when every
-    /// known epoch is newer (or none is known).
+    /// Where `epoch` ends in a log ending at `log_end`, as Kafka's leader-epoch cache
+    /// answers: the newest epoch ends at the log end; an older one at the start of the
+    /// next epoch, reported as the largest known epoch at or below it (or as itself when
+    /// it is older than every known epoch). `None` for an epoch newer than every known
+    /// one (or when none is known).
     pub fn end_of(&self, epoch: i32, log_end: Offset) -> Option<EpochEnd> {
+        if self.latest() == Some(epoch) {
+            return Some(EpochEnd {
+                epoch,
+                end_offset: log_end,
+            });
+        }
         let at = self.entries.partition_point(|(e, _)| *e <= epoch);
-        let (found, _) = *self.entries.get(at.checked_sub(1)?)?;
-        let end_offset = self.entries.get(at).map_or(log_end, |(_, start)| *start);
+        let (_, end_offset) = *self.entries.get(at)?;
+        let found = at
+            .checked_sub(1)
+            .map_or(epoch, |below| self.entries[below].0);
         Some(EpochEnd {
             epoch: found,
             end_offset,
@@ -144,13 +154,12 @@ mod tests {
         assert_eq!(end(0), Some((0, 10)));
         assert_eq!(end(2), Some((0, 10)), "the largest epoch at or below");
         assert_eq!(end(3), Some((3, 20)));
-        assert_eq!(end(9), Some((5, 25)));
-        assert_eq!(end(-1), None);
+        assert_eq!(end(5), Some((5, 25)), "the newest ends at the log end");
+        assert_eq!(end(9), None, "newer than any known");
+        assert_eq!(end(-1), Some((-1, 0)), "older than any known");
         e.truncate_from(Offset(20));
         assert_eq!(e.latest(), Some(3));
-        assert_eq!(
-            e.end_of(9, Offset(18)).map(|x| x.end_offset),
-            Some(Offset(18))
-        );
+        let cut = e.end_of(3, Offset(18)).map(|x| x.end_offset);
+        assert_eq!(cut, Some(Offset(18)));
     }
 }
