@@ -422,3 +422,74 @@ fn a_paused_leader_is_fenced_and_truncates_when_it_wakes() {
         assert!(cluster.host(victim).log().contains("no longer leading"));
     });
 }
+
+#[test]
+fn committed_offsets_survive_the_loss_of_the_coordinators_host() {
+    let mut cluster = Cluster::start(3, 1);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b1 = cluster.host(1).bootstrap();
+    create(&b1, "work", 3, 3);
+    produce(&b1, "work", 0, 300);
+    let group_offsets = |bootstrap: &str, to: Option<&str>| -> (bool, String) {
+        let mut args = vec!["groups", "--bootstrap", bootstrap];
+        match to {
+            Some(offset) => args.extend([
+                "reset-offsets",
+                "survivors",
+                "--topic",
+                "work",
+                "--to-offset",
+                offset,
+            ]),
+            None => args.extend(["describe", "survivors"]),
+        }
+        run_weir(&args)
+    };
+    let (ok, out) = group_offsets(&b1, Some("7"));
+    assert!(ok, "{out}");
+    let (ok, out) = group_offsets(&b1, None);
+    let node: i64 = out
+        .split("coordinator ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no coordinator in {out}"));
+    assert!(ok, "{out}");
+    // The coordinator's host is lost for good: its journal partition leads elsewhere,
+    // where the commits were applied too, and the group is coordinated there.
+    let victim = (node / 1024) as u32;
+    cluster.host(victim).kill();
+    let other = cluster.host((victim % 3) + 1).bootstrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (ok, out) = group_offsets(&other, None);
+        let committed: Vec<&str> = out.lines().filter(|l| l.starts_with("work\t")).collect();
+        if ok && committed.len() == 3 && !out.contains(&format!("coordinator {node} ")) {
+            assert!(
+                committed.iter().all(|l| l.split('\t').nth(2) == Some("7")),
+                "{out}"
+            );
+            break;
+        }
+        if Instant::now() > deadline {
+            let logs: String = (1..=3)
+                .map(|h| format!("--- host {h}\n{}", cluster.host(h).log()))
+                .collect();
+            panic!("offsets lost with host {victim}: {out}\n{logs}");
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // The new coordinator takes commits, and they survive its own host's return.
+    let (ok, out) = group_offsets(&other, Some("9"));
+    assert!(ok, "{out}");
+    cluster.host(victim).spawn();
+    cluster.host(victim).wait_serving();
+    let (ok, out) = group_offsets(&other, None);
+    assert!(
+        ok && out
+            .lines()
+            .filter(|l| l.starts_with("work\t"))
+            .all(|l| l.split('\t').nth(2) == Some("9")),
+        "{out}"
+    );
+}

@@ -628,15 +628,18 @@ impl Admin {
         req.group_id = GroupId(StrBytes::from_string(group.to_string()));
         req.generation_id_or_member_epoch = -1;
         req.topics = vec![t];
-        let r = self.node(coordinator)?.call(&req, 8)?;
-        for rt in &r.topics {
-            for p in &rt.partitions {
-                check(
-                    p.error_code,
-                    format!("reset {group} on {topic}-{}", p.partition_index),
-                )?;
+        with_coordinator_retries(|| {
+            let r = self.node(coordinator)?.call(&req, 8)?;
+            for rt in &r.topics {
+                for p in &rt.partitions {
+                    check(
+                        p.error_code,
+                        format!("reset {group} on {topic}-{}", p.partition_index),
+                    )?;
+                }
             }
-        }
+            Ok(())
+        })?;
         let mut sorted = targets;
         sorted.sort();
         let mut out = format!("reset group {group} on topic {topic}:\n");

@@ -17,6 +17,7 @@ use kafka_protocol::{
 
 use crate::{
     metadata::{
+        cluster_state::OFFSETS_TOPIC,
         partition_state::PartitionState,
         placement::{node_id, NodeId, ShardId},
         registry::{ClusterView, TopicInfo},
@@ -63,6 +64,9 @@ pub fn live_leader(view: &ClusterView, state: &PartitionState) -> Option<NodeId>
 fn topic_entry(view: &ClusterView, t: &TopicInfo, version: i16) -> MetadataResponseTopic {
     let mut topic = MetadataResponseTopic::default();
     topic.name = Some(super::topic_name(&t.name));
+    if version >= 1 {
+        topic.is_internal = t.name == OFFSETS_TOPIC;
+    }
     if version >= 10 {
         topic.topic_id = uuid::Uuid::from_bytes(t.id);
     }

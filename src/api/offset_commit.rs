@@ -1,4 +1,5 @@
-//! OffsetCommit, answered once durable.
+//! OffsetCommit, answered once durable: on a cluster, once the commit is in the group's
+//! offsets journal partition on every in-sync replica (`group::journal`).
 
 use std::rc::Rc;
 
@@ -61,18 +62,26 @@ impl Handler for OffsetCommit {
                 }
             }
         }
-        let codes = if ctx.owns_group(group) {
-            ctx.coordinator
-                .commit(
-                    group,
-                    req.generation_id_or_member_epoch,
-                    req.member_id.as_str(),
-                    req.group_instance_id.as_ref().map(|i| i.as_str()),
-                    offsets.clone(),
-                )
-                .await
+        ctx.resync().await;
+        let journal = if ctx.owns_group(group) {
+            ctx.offsets_journal(group).await.ok()
         } else {
-            vec![Err(ResponseError::NotCoordinator); offsets.len()]
+            None
+        };
+        let codes = match journal {
+            Some(journal) => {
+                ctx.coordinator
+                    .commit(
+                        group,
+                        req.generation_id_or_member_epoch,
+                        req.member_id.as_str(),
+                        req.group_instance_id.as_ref().map(|i| i.as_str()),
+                        offsets.clone(),
+                        journal,
+                    )
+                    .await
+            }
+            None => vec![Err(ResponseError::NotCoordinator); offsets.len()],
         };
         let mut response = OffsetCommitResponse::default();
         let mut push = |name: &str, partition: i32, code: i16| {

@@ -29,8 +29,11 @@ use super::{
     Raft,
 };
 use crate::metadata::{
-    cluster_state::{Command, MetadataChange, MetadataError},
+    cluster_state::{
+        Command, MetadataChange, MetadataError, OFFSETS_REPLICATION_FACTOR, OFFSETS_TOPIC,
+    },
     placement::{host_of, node_id, shard_of, COORDINATOR_SLOTS},
+    topic_config::TopicConfigs,
 };
 
 /// Why a controller could not start.
@@ -340,6 +343,8 @@ impl Controller {
             for n in &mut topic.placement {
                 *n = node_id(r.host, shard_of(*n));
             }
+            // One replica each, where the placement says (recomputed from it).
+            topic.states.clear();
             tracing::info!(host = r.host, topic = %topic.name, "imported a single-host topic");
             match self.propose(Command::CreateTopic(topic)).await {
                 Ok(_) | Err(MetadataError::AlreadyExists(_)) => {}
@@ -456,16 +461,26 @@ impl Controller {
                 configs,
             },
             MetadataChange::EnsureCoordinators => {
-                if !state.coordinators.is_empty() {
+                // A cluster from before the journal keeps its table.
+                if !state.coordinators.is_empty() || state.topics.contains_key(OFFSETS_TOPIC) {
                     return Ok(applied.version());
                 }
                 if nodes.is_empty() {
                     return Err(MetadataError::NoBrokers);
                 }
-                let table = (0..COORDINATOR_SLOTS)
-                    .map(|i| nodes[i % nodes.len()])
-                    .collect();
-                Command::SetCoordinators(table)
+                // The offsets journal, placed and replicated like any topic; its
+                // partitions' leaders coordinate the groups. Records older than a week
+                // go (Kafka's offsets.retention.minutes): LMDB holds the state.
+                let rf = state.live_hosts().len().min(OFFSETS_REPLICATION_FACTOR);
+                let mut configs = TopicConfigs::new();
+                configs.insert("retention.ms".into(), (7 * 24 * 3600 * 1000u64).to_string());
+                Command::CreateTopic(state.new_topic(
+                    OFFSETS_TOPIC,
+                    COORDINATOR_SLOTS as u32,
+                    rf,
+                    configs,
+                    0,
+                )?)
             }
             MetadataChange::AlterIsr {
                 topic,

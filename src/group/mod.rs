@@ -4,6 +4,7 @@
 //! the [`offset_syncer`].
 
 pub mod coordinator;
+pub mod journal;
 pub mod offset_store;
 pub mod offset_syncer;
 pub mod state;

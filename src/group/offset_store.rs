@@ -69,7 +69,7 @@ pub enum OffsetStoreError {
 pub type Result<T, E = OffsetStoreError> = std::result::Result<T, E>;
 
 /// A committed position.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommittedOffset {
     /// The next offset the group will consume.
     pub offset: i64,
@@ -84,7 +84,7 @@ pub struct CommittedOffset {
 }
 
 /// How a commit is fenced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Fence {
     /// A member of this generation commits: the stored offset changes only if it was
     /// committed by this or an older generation and the new offset is larger.

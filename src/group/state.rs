@@ -153,10 +153,11 @@ pub(super) struct Group {
 }
 
 impl Group {
-    pub(super) fn new() -> Group {
+    /// A group whose next generation comes after `generation` (0 for a new group).
+    pub(super) fn starting_after(generation: i32) -> Group {
         Group {
             state: GroupState::Empty,
-            generation: 0,
+            generation: generation.max(0),
             protocol_type: None,
             protocol: None,
             leader: None,

@@ -18,6 +18,13 @@ use super::{
     topic_config::TopicConfigs,
 };
 
+/// The offsets journal topic's name, as Kafka's (see `group::journal`).
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Replicas of the offsets journal topic (Kafka's `offsets.topic.replication.factor`),
+/// or as many as there are live hosts below that.
+pub const OFFSETS_REPLICATION_FACTOR: usize = 3;
+
 /// One host as it registered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostRecord {
@@ -331,11 +338,19 @@ impl ClusterState {
                 leader_epoch,
                 isr,
             } => {
+                let hosts = &self.hosts;
                 let state = self
                     .topics
                     .get_mut(&topic)
                     .and_then(|t| t.states.get_mut(partition as usize))
                     .ok_or_else(|| MetadataError::Unknown(topic.clone()))?;
+                // A fenced host's replica never joins: it cannot be caught up.
+                if isr
+                    .iter()
+                    .any(|n| !state.isr.contains(n) && !live_node(hosts, *n))
+                {
+                    return Err(MetadataError::InvalidIsr { topic, partition });
+                }
                 state
                     .alter_isr(leader_epoch, isr)
                     .map_err(|refusal| match refusal {

@@ -24,7 +24,7 @@ use std::{
 };
 
 use super::{
-    cluster_state::{ClusterState, HostRecord, MetadataChange, MetadataError},
+    cluster_state::{ClusterState, HostRecord, MetadataChange, MetadataError, OFFSETS_TOPIC},
     placement::{node_id, place, shard_of, NodeId},
     registry_files::{read_json, write_json, ClusterFile, FileError, RegistryFile, CLUSTER_FILE},
     topic_config::{validate_all, ConfigError, TopicConfigs},
@@ -255,13 +255,19 @@ impl TopicRegistry {
         Ok(())
     }
 
-    /// The cluster id, hosts, coordinators and controller.
+    /// The cluster id, hosts, coordinators and controller. Once the offsets journal
+    /// topic exists, a group's coordinator is the leader of its journal partition (-1
+    /// while it has none).
     pub fn cluster(&self) -> ClusterView {
         let s = self.state();
+        let coordinators = match s.cluster.topics.get(OFFSETS_TOPIC) {
+            Some(t) => t.states.iter().map(|st| st.leader.unwrap_or(-1)).collect(),
+            None => s.cluster.coordinators.clone(),
+        };
         ClusterView {
             cluster_id: s.cluster.cluster_id.clone(),
             hosts: s.cluster.hosts.clone(),
-            coordinators: s.cluster.coordinators.clone(),
+            coordinators,
             controller: s.controller,
         }
     }
@@ -269,13 +275,13 @@ impl TopicRegistry {
     /// The group coordinator table, asking the controller to fill it on first use (as
     /// Kafka creates `__consumer_offsets` on the first FindCoordinator).
     pub async fn coordinators(self: &Arc<Self>) -> Result<Vec<NodeId>, RegistryError> {
-        let table = self.state().cluster.coordinators.clone();
+        let table = self.cluster().coordinators;
         if !table.is_empty() {
             return Ok(table);
         }
         self.ask_controller(MetadataChange::EnsureCoordinators)
             .await?;
-        Ok(self.state().cluster.coordinators.clone())
+        Ok(self.cluster().coordinators)
     }
 
     /// Asks the controller to make `isr` the ISR of partition `partition` of `topic`,

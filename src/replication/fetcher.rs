@@ -19,7 +19,10 @@ use weir_client::{
 };
 
 use crate::{
-    metadata::placement::{host_of, shard_of, NodeId},
+    metadata::{
+        cluster_state::OFFSETS_TOPIC,
+        placement::{host_of, shard_of, NodeId},
+    },
     shard::context::{PartitionError, ShardContext},
     storage::{partition_log::Wait, BatchError, Offset, ProducePayload, StorageError},
 };
@@ -59,6 +62,9 @@ pub enum ReplicaError {
     /// The leader's answer was not about the partition asked for.
     #[error("the leader's answer lacks the partition")]
     Malformed,
+    /// Offsets journal records could not be applied.
+    #[error("offsets journal: {0}")]
+    Journal(String),
 }
 
 /// What this follower replicates, and from whom.
@@ -153,6 +159,13 @@ async fn replicate(
             let payload = ProducePayload::validate(records, usize::MAX)?;
             let appended = log.append_replica(&payload).await?;
             appended.durable.waiting_for(Wait::Local).await?;
+            if a.topic == OFFSETS_TOPIC {
+                // A journal replica applies the commits it now holds to its host's LMDB.
+                ctx.coordinator
+                    .apply_journal(&payload)
+                    .await
+                    .map_err(|e| ReplicaError::Journal(e.to_string()))?;
+            }
         }
         log.set_commit_cap(Offset(part.high_watermark.max(0) as u64));
     }

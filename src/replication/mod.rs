@@ -39,6 +39,8 @@ pub struct Replication {
     led: RefCell<HashMap<PartitionKey, Progress>>,
     followed: RefCell<HashMap<PartitionKey, Following>>,
     proposing: RefCell<HashSet<PartitionKey>>,
+    /// Offsets journal partitions this shard leads whose commits are applied to LMDB.
+    journals_ready: RefCell<HashSet<u32>>,
 }
 
 /// What a leader makes of a replica's fetch.
@@ -51,6 +53,12 @@ pub enum FetchCheck {
 }
 
 impl Replication {
+    /// True when this shard leads offsets journal partition `p` and has applied its
+    /// commits: it may coordinate the partition's groups.
+    pub fn journal_ready(&self, p: u32) -> bool {
+        self.journals_ready.borrow().contains(&p)
+    }
+
     fn stop_following(&self, key: &PartitionKey) {
         if let Some(f) = self.followed.borrow_mut().remove(key) {
             f.stop.set(true);

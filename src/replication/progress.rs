@@ -7,6 +7,11 @@ use std::{collections::HashMap, time::Duration, time::Instant};
 
 use crate::{metadata::placement::NodeId, storage::Offset};
 
+/// A follower joins the ISR only if it fetched this recently (followers long-poll for
+/// at most half a second): one that stopped fetching is not caught up, however little
+/// was written since.
+const FETCHED_WITHIN: Duration = Duration::from_secs(2);
+
 /// One follower as its leader sees it.
 #[derive(Debug, Clone, Copy)]
 struct Follower {
@@ -124,8 +129,8 @@ impl Progress {
     }
 
     /// The ISR change due at `now`, if any: in-sync followers not caught up within
-    /// `lag_max` leave; followers out of it that hold everything up to `high_watermark`
-    /// and were caught up within `lag_max` join.
+    /// `lag_max` leave; followers out of it that hold everything up to `high_watermark`,
+    /// were caught up within `lag_max` and fetched lately join.
     pub fn isr_change(
         &self,
         high_watermark: Offset,
@@ -147,7 +152,8 @@ impl Progress {
                     && !self.joining.contains(n)
                     && f.end >= high_watermark
                     && !lagging(f)
-                    && f.last_fetch.is_some()
+                    && f.last_fetch
+                        .is_some_and(|(at, _)| now.saturating_duration_since(at) <= FETCHED_WITHIN)
             })
             .map(|(n, _)| *n)
             .collect();

@@ -15,7 +15,11 @@ use super::{
     progress::Progress,
     Following, PartitionKey, Replication,
 };
-use crate::{metadata::placement::NodeId, shard::context::ShardContext};
+use crate::{
+    group::journal,
+    metadata::{cluster_state::OFFSETS_TOPIC, placement::NodeId},
+    shard::context::ShardContext,
+};
 
 /// How often leaders look for ISR changes to propose, and shards for new metadata.
 const CHECK: Duration = Duration::from_millis(100);
@@ -64,6 +68,9 @@ async fn reconcile(ctx: &Rc<ShardContext>) {
             let r = &ctx.replication;
             if state.leader == Some(ctx.node) {
                 r.stop_following(&key);
+                if t.name == OFFSETS_TOPIC {
+                    take_up_journal(ctx, p as u32).await;
+                }
                 if state.replicas.len() == 1 {
                     continue;
                 }
@@ -117,7 +124,35 @@ async fn reconcile(ctx: &Rc<ShardContext>) {
     }
 }
 
+/// Before coordinating the groups of offsets journal partition `p`, which it now
+/// leads, the shard applies every commit its copy holds (it may have stored some it
+/// never applied).
+async fn take_up_journal(ctx: &ShardContext, p: u32) {
+    if ctx.replication.journal_ready(p) {
+        return;
+    }
+    let Ok(log) = ctx.replica(OFFSETS_TOPIC, p).await else {
+        return;
+    };
+    match journal::replay(&log, ctx.coordinator.store()).await {
+        Ok(n) => {
+            tracing::info!(
+                partition = p,
+                commits = n,
+                "coordinating the groups of an offsets journal partition"
+            );
+            ctx.replication.journals_ready.borrow_mut().insert(p);
+        }
+        Err(e) => {
+            tracing::error!(partition = p, error = %e, "cannot replay an offsets journal partition");
+        }
+    }
+}
+
 fn step_down(ctx: &ShardContext, key: &PartitionKey) {
+    if key.0 == OFFSETS_TOPIC {
+        ctx.replication.journals_ready.borrow_mut().remove(&key.1);
+    }
     if ctx.replication.led.borrow_mut().remove(key).is_some() {
         tracing::info!(topic = %key.0, partition = key.1, "no longer leading");
         if let Some(log) = ctx.open_log_of(&key.0, key.1) {

@@ -13,8 +13,9 @@ use glommio::sync::Semaphore;
 
 use crate::{
     config::BrokerConfig,
-    group::{coordinator::Coordinator, offset_store::OffsetStore},
+    group::{coordinator::Coordinator, journal::Journal, offset_store::OffsetStore},
     metadata::{
+        cluster_state::OFFSETS_TOPIC,
         partition_state::PartitionState,
         placement::{coordinator_slot, node_id, NodeId, ShardId},
         producer_ids::ProducerIds,
@@ -286,10 +287,45 @@ impl ShardContext {
     pub fn owns_group(&self, group: &str) -> bool {
         let owns =
             |table: &[NodeId]| table.get(coordinator_slot(group, table.len())) == Some(&self.node);
-        if self.registry.version() != self.seen_version.get() {
-            return owns(&self.registry.cluster().coordinators);
-        }
-        owns(&self.snapshot.borrow().view.coordinators)
+        let coordinates = if self.registry.version() != self.seen_version.get() {
+            owns(&self.registry.cluster().coordinators)
+        } else {
+            owns(&self.snapshot.borrow().view.coordinators)
+        };
+        // Leading the group's journal partition is not enough until its commits are
+        // applied here.
+        coordinates
+            && self
+                .journal_slot(group)
+                .is_none_or(|p| self.replication.journal_ready(p))
+    }
+
+    /// The offsets journal partition of `group`, once the cluster has the journal.
+    fn journal_slot(&self, group: &str) -> Option<u32> {
+        let topics = self.topics.borrow();
+        let journal = topics.get(OFFSETS_TOPIC)?;
+        Some(coordinator_slot(group, journal.partitions as usize) as u32)
+    }
+
+    /// Where this coordinator journals `group`'s commits: its journal partition, which
+    /// this shard leads. `Ok(None)` without a journal (a single host); `Err` when this
+    /// shard does not lead that partition.
+    pub async fn offsets_journal(&self, group: &str) -> Result<Option<Journal>, PartitionError> {
+        self.resync().await;
+        let Some(slot) = self.journal_slot(group) else {
+            // A cluster's coordinators always journal (the journal is created with the
+            // coordinator table); only a single host commits to LMDB alone.
+            return match self.config.cluster {
+                Some(_) => Err(PartitionError::NotOwner),
+                None => Ok(None),
+            };
+        };
+        let log = self.partition(OFFSETS_TOPIC, slot as i32).await?;
+        let epoch = self
+            .leadership(OFFSETS_TOPIC, slot)
+            .ok_or(PartitionError::NotOwner)?
+            .epoch;
+        Ok(Some(Journal { log, epoch }))
     }
 
     /// The registry version this shard last looked at.

@@ -78,6 +78,38 @@ pub fn record_times(batch: &RecordBatch<'_>) -> Result<Vec<RecordTime>, RecordsE
     Ok(out)
 }
 
+/// Every record's value, in order (`None` for a null value).
+pub fn record_values(batch: &RecordBatch<'_>) -> Result<Vec<Option<Vec<u8>>>, RecordsError> {
+    let records = decompressed(batch)?;
+    let mut rest = &records[..];
+    let mut out = Vec::with_capacity(batch.record_count() as usize);
+    for i in 0..batch.record_count() {
+        let bad = || RecordsError::Malformed(i);
+        let length = usize::try_from(varint::get(&mut rest).ok_or_else(bad)?).map_err(|_| bad())?;
+        let mut record = rest.get(..length).ok_or_else(bad)?;
+        rest = &rest[length..];
+        record = record.get(1..).ok_or_else(bad)?; // attributes
+        varint::get(&mut record).ok_or_else(bad)?; // timestamp delta
+        varint::get(&mut record).ok_or_else(bad)?; // offset delta
+        let key_length = varint::get(&mut record).ok_or_else(bad)?;
+        if key_length > 0 {
+            record = record.get(key_length as usize..).ok_or_else(bad)?;
+        }
+        let value_length = varint::get(&mut record).ok_or_else(bad)?;
+        out.push(if value_length < 0 {
+            None
+        } else {
+            Some(
+                record
+                    .get(..value_length as usize)
+                    .ok_or_else(bad)?
+                    .to_vec(),
+            )
+        });
+    }
+    Ok(out)
+}
+
 /// The batch's records section, decompressed; uncompressed records are not copied.
 fn decompressed<'a>(batch: &RecordBatch<'a>) -> Result<Cow<'a, [u8]>, RecordsError> {
     let body = &batch.as_bytes()[HEADER_BYTES..];

@@ -25,7 +25,10 @@ use bytes::Bytes;
 use glommio::channels::local_channel;
 use kafka_protocol::ResponseError;
 
+use crate::storage::{ProducePayload, StorageError};
+
 use super::{
+    journal::{self, CommitRecord, Journal, JournalError},
     offset_store::{CommitOutcome, CommittedOffset, Fence, OffsetStore},
     offset_syncer::OffsetSyncer,
     state::{
@@ -101,9 +104,30 @@ impl Coordinator {
         if req.protocol_type.is_empty() || req.protocols.is_empty() {
             return fail(ResponseError::InconsistentGroupProtocol, req.member_id);
         }
+        // A group new to this coordinator (after a restart, or moved here with its
+        // journal partition) continues from the generations its offsets were committed
+        // in: a lower one would be fenced out of its own offsets.
+        let floor = if self.groups.borrow().contains_key(&req.group) {
+            0
+        } else {
+            let store = Arc::clone(&self.store);
+            let group = req.group.clone();
+            glommio::executor()
+                .spawn_blocking(move || store.fetch_group(&group))
+                .await
+                .map_or(0, |offsets| {
+                    offsets
+                        .iter()
+                        .map(|(_, _, c)| c.generation)
+                        .max()
+                        .unwrap_or(0)
+                })
+        };
         let rx = {
             let mut groups = self.groups.borrow_mut();
-            let g = groups.entry(req.group.clone()).or_insert_with(Group::new);
+            let g = groups
+                .entry(req.group.clone())
+                .or_insert_with(|| Group::starting_after(floor));
             if g.protocol_type
                 .as_ref()
                 .is_some_and(|t| *t != req.protocol_type)
@@ -327,6 +351,7 @@ impl Coordinator {
         member_id: &str,
         instance: Option<&str>,
         offsets: Vec<OffsetToCommit>,
+        journal: Option<Journal>,
     ) -> Vec<Result<(), ResponseError>> {
         let fence = {
             let mut groups = self.groups.borrow_mut();
@@ -374,9 +399,27 @@ impl Coordinator {
                 Err(e) => return offsets.iter().map(|_| Err(e)).collect(),
             }
         };
+        let n = offsets.len();
+        if let Some(journal) = journal {
+            // Committed to the journal first: applied here only what survives a host.
+            let record = CommitRecord {
+                group: group.to_string(),
+                fence,
+                offsets: offsets.clone(),
+            };
+            if let Err(e) = journal.append(&record).await {
+                tracing::warn!(group, error = %e, "offset commit not journaled");
+                let code = match e {
+                    JournalError::Storage(StorageError::NotLeader(_) | StorageError::Closed(_)) => {
+                        ResponseError::NotCoordinator
+                    }
+                    _ => ResponseError::KafkaStorageError,
+                };
+                return vec![Err(code); n];
+            }
+        }
         let store = Arc::clone(&self.store);
         let group_id = group.to_string();
-        let n = offsets.len();
         let written = glommio::executor()
             .spawn_blocking(move || {
                 let refs: Vec<(&str, u32, CommittedOffset)> = offsets
@@ -403,6 +446,11 @@ impl Coordinator {
                 CommitOutcome::Applied | CommitOutcome::Unchanged => Ok(()),
             })
             .collect()
+    }
+
+    /// Applies commits a journal replica received from its leader.
+    pub async fn apply_journal(&self, payload: &ProducePayload) -> Result<(), JournalError> {
+        journal::apply(&self.store, journal::decode(payload)?).await
     }
 
     /// The store, for OffsetFetch.

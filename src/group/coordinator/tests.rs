@@ -62,7 +62,7 @@ fn members_join_sync_and_older_generations_cannot_commit() {
         assert_eq!((s.error, &s.assignment[..]), (None, &b"all"[..]));
         assert_eq!(c.describe("g").map(|d| d.0), Some(GroupState::Stable));
         assert_eq!(
-            c.commit("g", 1, &a.member_id, None, offset(10)).await,
+            c.commit("g", 1, &a.member_id, None, offset(10), None).await,
             vec![Ok(())]
         );
 
@@ -75,7 +75,7 @@ fn members_join_sync_and_older_generations_cannot_commit() {
             Err(ResponseError::RebalanceInProgress)
         );
         assert_eq!(
-            c.commit("g", 1, &a.member_id, None, offset(20)).await,
+            c.commit("g", 1, &a.member_id, None, offset(20), None).await,
             vec![Ok(())],
             "a member commits what it processed before it rejoins, as with Kafka"
         );
@@ -83,12 +83,12 @@ fn members_join_sync_and_older_generations_cannot_commit() {
         let b = b_join.await;
         assert_eq!((a2.generation, b.generation), (2, 2));
         assert_eq!(
-            c.commit("g", 2, &a.member_id, None, offset(25)).await,
+            c.commit("g", 2, &a.member_id, None, offset(25), None).await,
             vec![Err(ResponseError::RebalanceInProgress)],
             "no commits between the join and the new assignment"
         );
         assert_eq!(
-            c.commit("g", 1, &a.member_id, None, offset(30)).await,
+            c.commit("g", 1, &a.member_id, None, offset(30), None).await,
             vec![Err(ResponseError::IllegalGeneration)],
             "generation 1 is fenced"
         );
@@ -97,7 +97,7 @@ fn members_join_sync_and_older_generations_cannot_commit() {
             Some(20)
         );
         assert_eq!(
-            c.commit("g", -1, "", None, offset(0)).await,
+            c.commit("g", -1, "", None, offset(0), None).await,
             vec![Err(ResponseError::UnknownMemberId)],
             "no resets while the group has members"
         );
@@ -113,7 +113,7 @@ fn silent_members_expire_and_an_empty_group_accepts_resets() {
         let a = join_new(&c).await;
         c.sync("g", 1, &a.member_id, None, vec![]).await;
         assert_eq!(
-            c.commit("g", 1, &a.member_id, None, offset(50)).await,
+            c.commit("g", 1, &a.member_id, None, offset(50), None).await,
             vec![Ok(())]
         );
         c.expire(Instant::now() + Duration::from_secs(11));
@@ -126,7 +126,7 @@ fn silent_members_expire_and_an_empty_group_accepts_resets() {
             Err(ResponseError::UnknownMemberId)
         );
         assert_eq!(
-            c.commit("g", -1, "", None, offset(5)).await,
+            c.commit("g", -1, "", None, offset(5), None).await,
             vec![Ok(())],
             "reset of an empty group"
         );
@@ -245,7 +245,7 @@ fn offsets_of_a_consumed_topic_cannot_be_deleted_the_others_can() {
         let mut both = offset(10);
         both.push(("u".into(), 0, offset(20).remove(0).2));
         assert_eq!(
-            c.commit("g", 1, &a.member_id, None, both).await,
+            c.commit("g", 1, &a.member_id, None, both, None).await,
             vec![Ok(()), Ok(())]
         );
         let asked = vec![("t".to_string(), 0), ("u".to_string(), 0)];
@@ -265,6 +265,38 @@ fn offsets_of_a_consumed_topic_cannot_be_deleted_the_others_can() {
         assert_eq!(
             c.delete_offsets("nobody", vec![("t".into(), 0)]).await,
             Err(ResponseError::GroupIdNotFound)
+        );
+    });
+}
+
+#[test]
+fn a_new_coordinator_continues_the_generations_of_the_groups_offsets() {
+    let dir = test_dir();
+    run(async move {
+        let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
+        let mut committed = offset(40);
+        committed[0].2.generation = 6;
+        let refs: Vec<(&str, u32, CommittedOffset)> = committed
+            .iter()
+            .map(|(t, p, c)| (t.as_str(), *p, c.clone()))
+            .collect();
+        store
+            .commit("g", Fence::Generation(6), &refs)
+            .expect("commit");
+        // A coordinator that never saw the group (a restart, or the group's journal
+        // partition moved here): its first generation comes after the stored one, so
+        // its members' commits are not fenced out.
+        let c = Coordinator::new(Arc::clone(&store));
+        let a = join_new(&c).await;
+        assert_eq!(a.generation, 7);
+        c.sync("g", 7, &a.member_id, None, Vec::new()).await;
+        assert_eq!(
+            c.commit("g", 7, &a.member_id, None, offset(41), None).await,
+            vec![Ok(())]
+        );
+        assert_eq!(
+            store.fetch("g", "t", 0).expect("fetch").map(|c| c.offset),
+            Some(41)
         );
     });
 }
