@@ -229,6 +229,13 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
             sum(&samples, "weir_partition_log_start_offset", &labels),
             0.0
         );
+        // One host: one replica, in sync, nobody behind.
+        assert_eq!(sum(&samples, "weir_partition_replicas", &labels), 1.0);
+        assert_eq!(
+            sum(&samples, "weir_partition_in_sync_replicas", &labels),
+            1.0
+        );
+        assert_eq!(sum(&samples, "weir_partition_replica_lag", &labels), 0.0);
     }
     assert!(sum(&samples, "weir_flush_rounds_total", &[]) >= 1.0);
     assert!(sum(&samples, "weir_flush_bytes_total", &[]) >= bytes as f64);

@@ -145,6 +145,9 @@ pub struct BrokerMetrics {
     high_watermark: Family<PartitionLabels, Gauge>,
     log_end: Family<PartitionLabels, Gauge>,
     log_bytes: Family<PartitionLabels, Gauge>,
+    replicas: Family<PartitionLabels, Gauge>,
+    in_sync_replicas: Family<PartitionLabels, Gauge>,
+    replica_lag: Family<PartitionLabels, Gauge>,
     group_members: Family<GroupLabels, Gauge>,
     group_generation: Family<GroupLabels, Gauge>,
     group_state: Family<GroupStateLabels, Gauge>,
@@ -246,6 +249,24 @@ impl BrokerMetrics {
             prometheus_client::registry::Unit::Bytes,
             log_bytes.clone(),
         );
+        let replicas = Family::<PartitionLabels, Gauge>::default();
+        registry.register(
+            "partition_replicas",
+            "Replicas of the partition (published every second by each replica's shard)",
+            replicas.clone(),
+        );
+        let in_sync_replicas = Family::<PartitionLabels, Gauge>::default();
+        registry.register(
+            "partition_in_sync_replicas",
+            "Replicas in the partition's ISR; below weir_partition_replicas: under-replicated",
+            in_sync_replicas.clone(),
+        );
+        let replica_lag = Family::<PartitionLabels, Gauge>::default();
+        registry.register(
+            "partition_replica_lag",
+            "Offsets the slowest follower is behind the log end (on the leader's shard; 0 on followers)",
+            replica_lag.clone(),
+        );
         let group_members = Family::<GroupLabels, Gauge>::default();
         registry.register(
             "group_members",
@@ -288,6 +309,9 @@ impl BrokerMetrics {
             high_watermark,
             log_end,
             log_bytes,
+            replicas,
+            in_sync_replicas,
+            replica_lag,
             group_members,
             group_generation,
             group_state,
@@ -487,6 +511,9 @@ impl ShardMetrics {
             high_watermark: b.high_watermark.get_or_create_owned(&labels),
             log_end: b.log_end.get_or_create_owned(&labels),
             bytes: b.log_bytes.get_or_create_owned(&labels),
+            replicas: b.replicas.get_or_create_owned(&labels),
+            in_sync_replicas: b.in_sync_replicas.get_or_create_owned(&labels),
+            replica_lag: b.replica_lag.get_or_create_owned(&labels),
         };
         if let Ok(mut hw) = b.high_watermarks.write() {
             hw.entry(labels.topic)
@@ -559,7 +586,15 @@ impl ShardMetrics {
             partition,
         };
         let b = &self.broker;
-        for family in [&b.log_start, &b.high_watermark, &b.log_end, &b.log_bytes] {
+        for family in [
+            &b.log_start,
+            &b.high_watermark,
+            &b.log_end,
+            &b.log_bytes,
+            &b.replicas,
+            &b.in_sync_replicas,
+            &b.replica_lag,
+        ] {
             family.remove(&labels);
         }
         if let Ok(mut hw) = b.high_watermarks.write() {
@@ -579,6 +614,9 @@ pub struct PartitionGauges {
     high_watermark: Gauge,
     log_end: Gauge,
     bytes: Gauge,
+    replicas: Gauge,
+    in_sync_replicas: Gauge,
+    replica_lag: Gauge,
 }
 
 impl PartitionGauges {
@@ -588,6 +626,13 @@ impl PartitionGauges {
         self.high_watermark.set(offsets.high_watermark);
         self.log_end.set(offsets.log_end);
         self.bytes.set(offsets.bytes);
+    }
+
+    /// Publishes the partition's replicas, ISR size and slowest follower's lag.
+    pub fn set_replication(&self, replicas: usize, in_sync: usize, lag: u64) {
+        self.replicas.set(replicas as i64);
+        self.in_sync_replicas.set(in_sync as i64);
+        self.replica_lag.set(lag as i64);
     }
 }
 

@@ -59,6 +59,16 @@ impl Replication {
         self.journals_ready.borrow().contains(&p)
     }
 
+    /// How many offsets behind `log_end` the slowest follower of a partition this shard
+    /// leads is (0 when it does not lead it, or leads it alone).
+    pub fn slowest_follower(&self, topic: &str, partition: u32, log_end: Offset) -> u64 {
+        self.led
+            .borrow()
+            .get(&(topic.to_string(), partition))
+            .and_then(|pr| pr.lag(log_end).map(|(_, lag)| lag).max())
+            .unwrap_or(0)
+    }
+
     fn stop_following(&self, key: &PartitionKey) {
         if let Some(f) = self.followed.borrow_mut().remove(key) {
             f.stop.set(true);

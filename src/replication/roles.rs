@@ -46,6 +46,7 @@ pub async fn run(weak: Weak<ShardContext>, lag_max: Duration) {
         ticks = ticks.wrapping_add(1);
         if ticks % ISR_CHECKS_EVERY == 0 {
             propose_isr_changes(&ctx, lag_max);
+            take_up_journals(&ctx).await;
         }
         drop(ctx);
         glommio::timer::sleep(CHECK).await;
@@ -124,6 +125,20 @@ async fn reconcile(ctx: &Rc<ShardContext>) {
     }
 }
 
+/// Takes up every offsets journal partition this shard leads that is not ready yet
+/// (one whose replay failed is tried again here).
+async fn take_up_journals(ctx: &ShardContext) {
+    let snapshot = ctx.metadata();
+    let Some(journal) = snapshot.topics.get(OFFSETS_TOPIC) else {
+        return;
+    };
+    for (p, state) in journal.states.iter().enumerate() {
+        if state.leader == Some(ctx.node) {
+            take_up_journal(ctx, p as u32).await;
+        }
+    }
+}
+
 /// Before coordinating the groups of offsets journal partition `p`, which it now
 /// leads, the shard applies every commit its copy holds (it may have stored some it
 /// never applied).
@@ -131,8 +146,12 @@ async fn take_up_journal(ctx: &ShardContext, p: u32) {
     if ctx.replication.journal_ready(p) {
         return;
     }
-    let Ok(log) = ctx.replica(OFFSETS_TOPIC, p).await else {
-        return;
+    let log = match ctx.replica(OFFSETS_TOPIC, p).await {
+        Ok(log) => log,
+        Err(e) => {
+            tracing::warn!(partition = p, error = ?e, "offsets journal partition not open yet");
+            return;
+        }
     };
     match journal::replay(&log, ctx.coordinator.store()).await {
         Ok(n) => {

@@ -41,6 +41,12 @@ pub async fn run(ctx: Weak<ShardContext>) {
                 log_end: o.log_end.to_wire(),
                 bytes: o.bytes as i64,
             });
+            if let Some(state) = ctx.partition_state(topic, partition) {
+                let lag = ctx
+                    .replication
+                    .slowest_follower(topic, partition, o.log_end);
+                gauges.set_replication(state.replicas.len(), state.isr.len(), lag);
+            }
         });
         published.retain(|topic, parts| {
             parts.retain(|partition, (_, seen)| {

@@ -100,10 +100,18 @@ else:
         where = (int(partition), int(offset))
         assert stored.get(key) == where, f"a consumer was given {key} at {where}, log has {stored.get(key)}"
         seen += 1
-    committed = c.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
     c.close()
     g = Consumer({"bootstrap.servers": bootstrap, "group.id": "survivors", "enable.auto.commit": False})
-    committed = {tp.partition: tp.offset for tp in g.committed([TopicPartition(topic, p) for p in partitions], timeout=10)}
+    for attempt in range(20):
+        try:
+            committed = {tp.partition: tp.offset for tp in g.committed([TopicPartition(topic, p) for p in partitions], timeout=10)}
+            break
+        except KafkaException as e:
+            # A coordinator that just moved (a cluster's leadership going back to the
+            # preferred replicas) answers NOT_COORDINATOR until the client looks again.
+            if attempt == 19:
+                raise
+            time.sleep(0.5)
     g.close()
     for p, offset in last_commit.items():
         assert committed.get(p, -1) >= offset, f"partition {p}: committed {committed.get(p)} < acknowledged {offset}"
