@@ -492,4 +492,31 @@ fn committed_offsets_survive_the_loss_of_the_coordinators_host() {
             .all(|l| l.split('\t').nth(2) == Some("9")),
         "{out}"
     );
+    // A deleted group stays deleted when its coordinator moves again: the deletion is
+    // journaled like a commit.
+    run_script_logged(
+        "group_delete.py",
+        &[other.clone(), "survivors".into()],
+        String::new,
+    );
+    let (_, out) = group_offsets(&other, None);
+    let node: i64 = out
+        .split("coordinator ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no coordinator in {out}"));
+    let host = (node / 1024) as u32;
+    cluster.host(host).kill();
+    let last = cluster.host((host % 3) + 1).bootstrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (ok, out) = group_offsets(&last, None);
+        if ok && !out.contains(&format!("coordinator {node} ")) {
+            assert!(!out.lines().any(|l| l.starts_with("work\t")), "{out}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{out}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }

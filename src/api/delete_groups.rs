@@ -2,8 +2,6 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::ResponseError;
-
 use crate::shard::context::ShardContext;
 
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
@@ -34,10 +32,10 @@ impl Handler for DeleteGroups {
         for group in &req.groups_names {
             let mut r = DeletableGroupResult::default();
             r.group_id = group.clone();
-            r.error_code = if ctx.owns_group(group.0.as_str()) {
-                code_of(&ctx.coordinator.delete(group.0.as_str()).await)
-            } else {
-                ResponseError::NotCoordinator.code()
+            let name = group.0.as_str();
+            r.error_code = match ctx.coordinating(name).await {
+                Ok(journal) => code_of(&ctx.coordinator.delete(name, journal).await),
+                Err(e) => e.code(),
             };
             response.results.push(r);
         }

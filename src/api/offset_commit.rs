@@ -62,14 +62,8 @@ impl Handler for OffsetCommit {
                 }
             }
         }
-        ctx.resync().await;
-        let journal = if ctx.owns_group(group) {
-            ctx.offsets_journal(group).await.ok()
-        } else {
-            None
-        };
-        let codes = match journal {
-            Some(journal) => {
+        let codes = match ctx.coordinating(group).await {
+            Ok(journal) => {
                 ctx.coordinator
                     .commit(
                         group,
@@ -81,7 +75,7 @@ impl Handler for OffsetCommit {
                     )
                     .await
             }
-            None => vec![Err(ResponseError::NotCoordinator); offsets.len()],
+            Err(e) => vec![Err(e); offsets.len()],
         };
         let mut response = OffsetCommitResponse::default();
         let mut push = |name: &str, partition: i32, code: i16| {

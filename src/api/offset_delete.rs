@@ -4,12 +4,9 @@
 
 use std::rc::Rc;
 
-use kafka_protocol::{
-    messages::{
-        offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic},
-        OffsetDeleteRequest, OffsetDeleteResponse,
-    },
-    ResponseError,
+use kafka_protocol::messages::{
+    offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic},
+    OffsetDeleteRequest, OffsetDeleteResponse,
 };
 
 use crate::shard::context::ShardContext;
@@ -37,10 +34,13 @@ impl Handler for OffsetDelete {
     ) -> Reply<OffsetDeleteResponse> {
         let mut response = OffsetDeleteResponse::default();
         let group = req.group_id.0.as_str();
-        if !ctx.owns_group(group) {
-            response.error_code = ResponseError::NotCoordinator.code();
-            return Reply::Respond(response);
-        }
+        let journal = match ctx.coordinating(group).await {
+            Ok(journal) => journal,
+            Err(e) => {
+                response.error_code = e.code();
+                return Reply::Respond(response);
+            }
+        };
         // Negative partition indexes name nothing stored: answered as deleted.
         let wanted: Vec<(String, u32)> = req
             .topics
@@ -53,7 +53,11 @@ impl Handler for OffsetDelete {
                 })
             })
             .collect();
-        match ctx.coordinator.delete_offsets(group, wanted.clone()).await {
+        match ctx
+            .coordinator
+            .delete_offsets(group, wanted.clone(), journal)
+            .await
+        {
             Err(e) => response.error_code = e.code(),
             Ok(outcomes) => {
                 let mut outcome = wanted.iter().zip(&outcomes);

@@ -6,8 +6,9 @@
 //! replicated log is what survives a host, and a group's coordinator is the leader of
 //! its partition, so it moves with that leadership.
 //!
-//! Records are uncompressed, one per commit: key = the group, value = JSON of
-//! [`CommitRecord`].
+//! OffsetDelete and DeleteGroups are journaled the same way, so every replica forgets
+//! what the coordinator forgot. Records are uncompressed, one per request: key = the
+//! group, value = JSON of [`JournalRecord`].
 
 use std::sync::Arc;
 
@@ -21,15 +22,41 @@ use crate::storage::{
     Offset, PartitionLog, ProducePayload, StorageError,
 };
 
-/// One accepted OffsetCommit.
+/// One change to a group's offsets a coordinator accepted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CommitRecord {
-    /// The group.
-    pub group: String,
-    /// How the coordinator fenced it.
-    pub fence: Fence,
-    /// Topic, partition and offset of each partition committed.
-    pub offsets: Vec<(String, u32, CommittedOffset)>,
+pub enum JournalRecord {
+    /// OffsetCommit.
+    Commit {
+        /// The group.
+        group: String,
+        /// How the coordinator fenced it.
+        fence: Fence,
+        /// Topic, partition and offset of each partition committed.
+        offsets: Vec<(String, u32, CommittedOffset)>,
+    },
+    /// OffsetDelete of partitions nobody in the group consumes.
+    DeleteOffsets {
+        /// The group.
+        group: String,
+        /// The partitions whose offsets go.
+        partitions: Vec<(String, u32)>,
+    },
+    /// DeleteGroups of a group without members.
+    DeleteGroup {
+        /// The group.
+        group: String,
+    },
+}
+
+impl JournalRecord {
+    /// The group it changes (the record's key).
+    pub fn group(&self) -> &str {
+        match self {
+            JournalRecord::Commit { group, .. }
+            | JournalRecord::DeleteOffsets { group, .. }
+            | JournalRecord::DeleteGroup { group } => group,
+        }
+    }
 }
 
 /// The journal partition a coordinator appends a group's commits to: its log and the
@@ -42,12 +69,12 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Appends `commit` and waits until every in-sync replica holds it.
-    pub async fn append(&self, commit: &CommitRecord) -> Result<(), JournalError> {
+    /// Appends `record` and waits until every in-sync replica holds it.
+    pub async fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        let payload = encode(commit, now_ms)?;
+        let payload = encode(record, now_ms)?;
         let appended = self.log.append(&payload, self.epoch).await?;
         appended.durable.waiting_for(Wait::Committed).await?;
         Ok(())
@@ -99,17 +126,18 @@ impl From<BatchError> for JournalError {
     }
 }
 
-/// The record of `commit` as a one-record batch.
-pub fn encode(commit: &CommitRecord, now_ms: i64) -> Result<ProducePayload, JournalError> {
-    let value = serde_json::to_vec(commit).map_err(|e| JournalError::Malformed(e.to_string()))?;
-    let mut builder = BatchBuilder::new(value.len() + commit.group.len() + 64, now_ms);
-    builder.push(now_ms, Some(commit.group.as_bytes()), &value);
+/// `record` as a one-record batch.
+pub fn encode(record: &JournalRecord, now_ms: i64) -> Result<ProducePayload, JournalError> {
+    let value = serde_json::to_vec(record).map_err(|e| JournalError::Malformed(e.to_string()))?;
+    let key = record.group().as_bytes();
+    let mut builder = BatchBuilder::new(value.len() + key.len() + 64, now_ms);
+    builder.push(now_ms, Some(key), &value);
     let bytes: Bytes = builder.finish();
     Ok(ProducePayload::validate(bytes, usize::MAX)?)
 }
 
-/// The commit records in `payload`'s batches, in order.
-pub fn decode(payload: &ProducePayload) -> Result<Vec<CommitRecord>, JournalError> {
+/// The records in `payload`'s batches, in order.
+pub fn decode(payload: &ProducePayload) -> Result<Vec<JournalRecord>, JournalError> {
     let mut out = Vec::new();
     for batch in payload.batches() {
         out.extend(decode_batch(&batch)?);
@@ -117,7 +145,7 @@ pub fn decode(payload: &ProducePayload) -> Result<Vec<CommitRecord>, JournalErro
     Ok(out)
 }
 
-fn decode_batch(batch: &RecordBatch<'_>) -> Result<Vec<CommitRecord>, JournalError> {
+fn decode_batch(batch: &RecordBatch<'_>) -> Result<Vec<JournalRecord>, JournalError> {
     let values = record_values(batch).map_err(|e| JournalError::Malformed(e.to_string()))?;
     values
         .into_iter()
@@ -126,11 +154,11 @@ fn decode_batch(batch: &RecordBatch<'_>) -> Result<Vec<CommitRecord>, JournalErr
         .collect()
 }
 
-/// Applies `records` to `store` with their fencing, off the reactor, and makes them
-/// durable there.
+/// Applies `records` to `store` in order (commits with their fencing), off the
+/// reactor, and makes them durable there.
 pub async fn apply(
     store: &Arc<OffsetStore>,
-    records: Vec<CommitRecord>,
+    records: Vec<JournalRecord>,
 ) -> Result<(), JournalError> {
     if records.is_empty() {
         return Ok(());
@@ -139,12 +167,25 @@ pub async fn apply(
     glommio::executor()
         .spawn_blocking(move || {
             for r in &records {
-                let refs: Vec<(&str, u32, _)> = r
-                    .offsets
-                    .iter()
-                    .map(|(t, p, c)| (t.as_str(), *p, c.clone()))
-                    .collect();
-                store.commit(&r.group, r.fence, &refs)?;
+                match r {
+                    JournalRecord::Commit {
+                        group,
+                        fence,
+                        offsets,
+                    } => {
+                        let refs: Vec<(&str, u32, _)> = offsets
+                            .iter()
+                            .map(|(t, p, c)| (t.as_str(), *p, c.clone()))
+                            .collect();
+                        store.commit(group, *fence, &refs)?;
+                    }
+                    JournalRecord::DeleteOffsets { group, partitions } => {
+                        store.delete_offsets(group, partitions)?;
+                    }
+                    JournalRecord::DeleteGroup { group } => {
+                        store.delete_group(group)?;
+                    }
+                }
             }
             store.sync()
         })
@@ -158,7 +199,7 @@ mod tests {
 
     #[test]
     fn a_commit_record_round_trips_through_a_batch() {
-        let record = CommitRecord {
+        let record = JournalRecord::Commit {
             group: "g".into(),
             fence: Fence::Generation(3),
             offsets: vec![(
@@ -175,5 +216,8 @@ mod tests {
         };
         let payload = encode(&record, 7).expect("encode");
         assert_eq!(decode(&payload).expect("decode"), vec![record]);
+        let deleted = JournalRecord::DeleteGroup { group: "g".into() };
+        let payload = encode(&deleted, 8).expect("encode");
+        assert_eq!(decode(&payload).expect("decode"), vec![deleted]);
     }
 }

@@ -10,6 +10,7 @@ use std::{
 };
 
 use glommio::sync::Semaphore;
+use kafka_protocol::ResponseError;
 
 use crate::{
     config::BrokerConfig,
@@ -305,6 +306,18 @@ impl ShardContext {
         let topics = self.topics.borrow();
         let journal = topics.get(OFFSETS_TOPIC)?;
         Some(coordinator_slot(group, journal.partitions as usize) as u32)
+    }
+
+    /// The journal to change `group`'s offsets through when this shard coordinates it
+    /// (`None` on a single host, which has none), or NOT_COORDINATOR.
+    pub async fn coordinating(&self, group: &str) -> Result<Option<Journal>, ResponseError> {
+        self.resync().await;
+        if !self.owns_group(group) {
+            return Err(ResponseError::NotCoordinator);
+        }
+        self.offsets_journal(group)
+            .await
+            .map_err(|_| ResponseError::NotCoordinator)
     }
 
     /// Where this coordinator journals `group`'s commits: its journal partition, which

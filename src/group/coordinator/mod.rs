@@ -28,7 +28,7 @@ use kafka_protocol::ResponseError;
 use crate::storage::{ProducePayload, StorageError};
 
 use super::{
-    journal::{self, CommitRecord, Journal, JournalError},
+    journal::{self, Journal, JournalError, JournalRecord},
     offset_store::{CommitOutcome, CommittedOffset, Fence, OffsetStore},
     offset_syncer::OffsetSyncer,
     state::{
@@ -402,19 +402,12 @@ impl Coordinator {
         let n = offsets.len();
         if let Some(journal) = journal {
             // Committed to the journal first: applied here only what survives a host.
-            let record = CommitRecord {
+            let record = JournalRecord::Commit {
                 group: group.to_string(),
                 fence,
                 offsets: offsets.clone(),
             };
-            if let Err(e) = journal.append(&record).await {
-                tracing::warn!(group, error = %e, "offset commit not journaled");
-                let code = match e {
-                    JournalError::Storage(StorageError::NotLeader(_) | StorageError::Closed(_)) => {
-                        ResponseError::NotCoordinator
-                    }
-                    _ => ResponseError::KafkaStorageError,
-                };
+            if let Err(code) = journaled(&journal, &record).await {
                 return vec![Err(code); n];
             }
         }
@@ -487,6 +480,7 @@ impl Coordinator {
         &self,
         group: &str,
         partitions: Vec<(String, u32)>,
+        journal: Option<Journal>,
     ) -> Result<Vec<Result<(), ResponseError>>, ResponseError> {
         let subscribed = self
             .groups
@@ -514,6 +508,13 @@ impl Coordinator {
             .filter(|(_, o)| o.is_ok())
             .map(|(p, _)| p)
             .collect();
+        if let (Some(journal), false) = (&journal, doomed.is_empty()) {
+            let record = JournalRecord::DeleteOffsets {
+                group: group.to_string(),
+                partitions: doomed.clone(),
+            };
+            journaled(journal, &record).await?;
+        }
         let store = Arc::clone(&self.store);
         let id = group.to_string();
         let known = subscribed.is_some();
@@ -542,7 +543,21 @@ impl Coordinator {
     }
 
     /// Deletes a group with no members and its committed offsets.
-    pub async fn delete(&self, group: &str) -> Result<(), ResponseError> {
+    pub async fn delete(&self, group: &str, journal: Option<Journal>) -> Result<(), ResponseError> {
+        if self
+            .groups
+            .borrow()
+            .get(group)
+            .is_some_and(|g| !g.members.is_empty())
+        {
+            return Err(ResponseError::NonEmptyGroup);
+        }
+        if let Some(journal) = &journal {
+            let record = JournalRecord::DeleteGroup {
+                group: group.to_string(),
+            };
+            journaled(journal, &record).await?;
+        }
         {
             let mut groups = self.groups.borrow_mut();
             if let Some(g) = groups.get(group) {
@@ -587,3 +602,18 @@ fn rand_seed() -> u64 {
 
 #[cfg(test)]
 mod tests;
+
+/// Appends `record` to the group's journal partition and waits until it is committed;
+/// the Kafka error the client gets when that fails.
+async fn journaled(journal: &Journal, record: &JournalRecord) -> Result<(), ResponseError> {
+    journal.append(record).await.map_err(|e| {
+        tracing::warn!(group = record.group(), error = %e, "not journaled");
+        match e {
+            // This shard stopped leading the journal partition: coordinated elsewhere.
+            JournalError::Storage(StorageError::NotLeader(_) | StorageError::Closed(_)) => {
+                ResponseError::NotCoordinator
+            }
+            _ => ResponseError::KafkaStorageError,
+        }
+    })
+}

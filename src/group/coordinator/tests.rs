@@ -250,7 +250,7 @@ fn offsets_of_a_consumed_topic_cannot_be_deleted_the_others_can() {
         );
         let asked = vec![("t".to_string(), 0), ("u".to_string(), 0)];
         assert_eq!(
-            c.delete_offsets("g", asked.clone()).await,
+            c.delete_offsets("g", asked.clone(), None).await,
             Ok(vec![Err(ResponseError::GroupSubscribedToTopic), Ok(())])
         );
         assert_eq!(store.fetch("g", "u", 0).expect("fetch"), None);
@@ -260,10 +260,14 @@ fn offsets_of_a_consumed_topic_cannot_be_deleted_the_others_can() {
             c.leave("g", std::slice::from_ref(&a.member_id)),
             vec![Ok(())]
         );
-        assert_eq!(c.delete_offsets("g", asked).await, Ok(vec![Ok(()), Ok(())]));
+        assert_eq!(
+            c.delete_offsets("g", asked, None).await,
+            Ok(vec![Ok(()), Ok(())])
+        );
         assert_eq!(store.fetch("g", "t", 0).expect("fetch"), None);
         assert_eq!(
-            c.delete_offsets("nobody", vec![("t".into(), 0)]).await,
+            c.delete_offsets("nobody", vec![("t".into(), 0)], None)
+                .await,
             Err(ResponseError::GroupIdNotFound)
         );
     });
