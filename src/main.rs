@@ -70,6 +70,19 @@ enum ClusterCommand {
         #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9091")]
         controller: String,
     },
+    /// Move leadership off a host before maintenance: its partitions are led by in-sync
+    /// replicas elsewhere and it gets no new replicas until `--undo`.
+    Drain {
+        /// The host's node id.
+        #[arg(long)]
+        node: u32,
+        /// End the drain (leadership returns with the next rebalance).
+        #[arg(long)]
+        undo: bool,
+        /// Any voter's controller address.
+        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9091")]
+        controller: String,
+    },
 }
 
 /// Which running broker the admin commands talk to.
@@ -363,6 +376,24 @@ fn main() -> anyhow::Result<()> {
                     before,
                 } => a.topics_delete_records(&name, partition, before),
             })
+        }
+        Command::Cluster {
+            command:
+                ClusterCommand::Drain {
+                    node,
+                    undo,
+                    controller,
+                },
+        } => {
+            let version = cluster_status::drain(&controller, node, !undo)
+                .with_context(|| format!("asking controller {controller}"))?;
+            let what = if undo {
+                "no longer drained"
+            } else {
+                "drained: it leads nothing"
+            };
+            println!("host {node} {what} (metadata version {version})");
+            return Ok(());
         }
         Command::Cluster {
             command: ClusterCommand::RebalanceLeaders { controller },

@@ -520,3 +520,62 @@ fn committed_offsets_survive_the_loss_of_the_coordinators_host() {
         std::thread::sleep(Duration::from_millis(300));
     }
 }
+
+#[test]
+fn a_drained_host_leads_nothing_until_the_drain_is_undone() {
+    let mut cluster = Cluster::start(3, 1);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b1 = cluster.host(1).bootstrap();
+    create(&b1, "drained", 3, 3);
+    wait_for(&b1, "drained", Duration::from_secs(10), "created", |r| {
+        r.isr.len() == 3
+    });
+    let controller = cluster.host(1).controller();
+    let (ok, out) = run_weir(&[
+        "cluster",
+        "drain",
+        "--node",
+        "2",
+        "--controller",
+        &controller,
+    ]);
+    assert!(ok, "{out}");
+    // Its leadership moved; its replicas still follow, in sync; clients go on.
+    let rows = wait_for(&b1, "drained", Duration::from_secs(10), "drained", |r| {
+        r.leader >= 0 && r.leader / 1024 != 2 && r.isr.len() == 3
+    });
+    produce(&b1, "drained", 0, 100);
+    assert_eq!(values(&b1, "drained").len(), 100);
+    let (ok, out) = run_weir(&["cluster", "rebalance-leaders", "--controller", &controller]);
+    assert!(ok, "{out}");
+    assert_eq!(
+        describe(&b1, "drained")
+            .iter()
+            .map(|r| r.leader)
+            .collect::<Vec<_>>(),
+        rows.iter().map(|r| r.leader).collect::<Vec<_>>(),
+        "a drained host takes nothing back"
+    );
+    let status = cluster.status();
+    let host2 = status["hosts"]
+        .as_array()
+        .and_then(|h| h.iter().find(|h| h["host"] == 2))
+        .expect("host 2");
+    assert_eq!(host2["record"]["draining"], true, "{status}");
+    // Undone: the preferred leader takes its partition back.
+    let (ok, out) = run_weir(&[
+        "cluster",
+        "drain",
+        "--node",
+        "2",
+        "--undo",
+        "--controller",
+        &controller,
+    ]);
+    assert!(ok, "{out}");
+    let (ok, out) = run_weir(&["cluster", "rebalance-leaders", "--controller", &controller]);
+    assert!(ok, "{out}");
+    wait_for(&b1, "drained", Duration::from_secs(10), "back", |r| {
+        r.leader == r.replicas[0]
+    });
+}

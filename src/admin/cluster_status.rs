@@ -46,6 +46,17 @@ pub fn rebalance_leaders(controller: &str) -> Result<u64, StatusError> {
     })
 }
 
+/// `weir cluster drain --node N [--undo]`: host `host`'s partitions are led elsewhere
+/// (and it gets no new replicas) until the drain is undone. Returns the metadata
+/// version that holds the change.
+pub fn drain(controller: &str, host: u32, draining: bool) -> Result<u64, StatusError> {
+    let request = Request::Change(MetadataChange::Drain { host, draining });
+    ask_leader(controller, &request, |r| match r {
+        Response::Changed(answer) => Ok(answer),
+        other => Err(rpc::unexpected(&other)),
+    })
+}
+
 /// Sends `request` to `controller`, following its redirections to the leader, and
 /// takes the answer out of the response with `answer`.
 fn ask_leader<T>(
@@ -118,7 +129,13 @@ pub fn render(s: &ClusterStatus) -> String {
             r.shards,
             first,
             first + r.shards.saturating_sub(1),
-            if r.fenced { "fenced" } else { "alive" },
+            if r.fenced {
+                "fenced"
+            } else if r.draining {
+                "draining"
+            } else {
+                "alive"
+            },
             h.heartbeat_age_ms.map_or("never".to_string(), |ms| format!(
                 "{:.1}s ago",
                 ms as f64 / 1000.0

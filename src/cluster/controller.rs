@@ -494,6 +494,13 @@ impl Controller {
                 isr,
             },
             MetadataChange::PreferLeaders => Command::PreferLeaders,
+            MetadataChange::Drain { host, draining } => {
+                if !state.hosts.contains_key(&host) {
+                    return Err(MetadataError::NotRegistered(host));
+                }
+                tracing::info!(host, draining, "drain");
+                Command::SetDraining { host, draining }
+            }
         };
         self.propose(cmd).await
     }

@@ -42,6 +42,10 @@ pub struct HostRecord {
     pub incarnation: u64,
     /// Missed its session timeout: its partitions have no leader until it returns.
     pub fenced: bool,
+    /// Being drained for maintenance (`weir cluster drain`): it leads nothing and gets
+    /// no new replicas, while its replicas keep following (absent before drains: no).
+    #[serde(default)]
+    pub draining: bool,
 }
 
 impl HostRecord {
@@ -189,6 +193,14 @@ pub enum MetadataChange {
     /// Move every partition's leadership back to its preferred replica where that
     /// replica is live and in sync.
     PreferLeaders,
+    /// `weir cluster drain`: a host's leadership moves to in-sync replicas elsewhere
+    /// and stays away until the drain is undone.
+    Drain {
+        /// The host.
+        host: u32,
+        /// Start (`true`) or end the drain.
+        draining: bool,
+    },
 }
 
 fn one() -> usize {
@@ -254,6 +266,14 @@ pub enum Command {
     },
     /// Preferred replicas that are live and in sync take their leadership back.
     PreferLeaders,
+    /// A host starts (`true`) or ends a drain: while draining, its partitions are led
+    /// by in-sync replicas elsewhere.
+    SetDraining {
+        /// Its node id.
+        host: u32,
+        /// Draining or not.
+        draining: bool,
+    },
 }
 
 impl ClusterState {
@@ -266,8 +286,26 @@ impl ClusterState {
                     self.cluster_id = id;
                 }
             }
-            Command::RegisterHost { host, record } => {
+            Command::RegisterHost { host, mut record } => {
+                // A drain outlives the host's restarts until it is undone.
+                record.draining = self.hosts.get(&host).is_some_and(|h| h.draining);
                 self.hosts.insert(host, record);
+            }
+            Command::SetDraining { host, draining } => {
+                let h = self
+                    .hosts
+                    .get_mut(&host)
+                    .ok_or(MetadataError::NotRegistered(host))?;
+                h.draining = draining;
+                if draining {
+                    let hosts = &self.hosts;
+                    let eligible = |n: NodeId| host_of(n) != host && live_node(hosts, n);
+                    for t in self.topics.values_mut() {
+                        for state in &mut t.states {
+                            state.lead_elsewhere(host, eligible);
+                        }
+                    }
+                }
             }
             Command::SetFenced { host, fenced } => {
                 let h = self
@@ -379,7 +417,9 @@ impl ClusterState {
     /// elsewhere) or came back (partitions left without a leader get it back).
     fn elect_leaders(&mut self, host: u32, fenced: bool) {
         let hosts = &self.hosts;
-        let live = |n: NodeId| host_of(n) != host && live_node(hosts, n);
+        // A draining host may still take over: availability before maintenance.
+        let live =
+            |n: NodeId| host_of(n) != host && hosts.get(&host_of(n)).is_some_and(|h| !h.fenced);
         for t in self.topics.values_mut() {
             t.fill_states();
             for state in &mut t.states {
@@ -406,7 +446,7 @@ impl ClusterState {
     pub fn live_hosts(&self) -> Vec<(u32, u32)> {
         self.hosts
             .iter()
-            .filter(|(_, h)| !h.fenced)
+            .filter(|(_, h)| !h.fenced && !h.draining)
             .map(|(id, h)| (*id, h.shards))
             .collect()
     }
@@ -418,7 +458,7 @@ impl ClusterState {
         let live: Vec<(u32, &HostRecord)> = self
             .hosts
             .iter()
-            .filter(|(_, h)| !h.fenced)
+            .filter(|(_, h)| !h.fenced && !h.draining)
             .map(|(id, h)| (*id, h))
             .collect();
         let deepest = live.iter().map(|(_, h)| h.shards).max().unwrap_or(0);
@@ -485,11 +525,12 @@ impl ClusterState {
     }
 }
 
-/// True when `node` is a shard of a registered, unfenced host.
+/// True when `node` is a shard of a registered host that is neither fenced nor
+/// draining: one that may lead.
 fn live_node(hosts: &BTreeMap<u32, HostRecord>, node: NodeId) -> bool {
-    hosts
-        .get(&host_of(node))
-        .is_some_and(|h| !h.fenced && (super::placement::shard_of(node).0 as u32) < h.shards)
+    hosts.get(&host_of(node)).is_some_and(|h| {
+        !h.fenced && !h.draining && (super::placement::shard_of(node).0 as u32) < h.shards
+    })
 }
 
 /// A topic id unique across creations: the name's CRC, the time in nanoseconds and a
@@ -521,6 +562,7 @@ mod tests {
             shards,
             incarnation: 1,
             fenced: false,
+            draining: false,
         }
     }
 

@@ -115,6 +115,28 @@ impl PartitionState {
         Ok(())
     }
 
+    /// Host `host` is drained: if it leads, the first in-sync replica elsewhere that
+    /// `eligible` allows leads with a bumped epoch (the drained replica stays in sync,
+    /// following). True when leadership moved.
+    pub fn lead_elsewhere(&mut self, host: u32, eligible: impl Fn(NodeId) -> bool) -> bool {
+        if self.leader.is_none_or(|l| host_of(l) != host) {
+            return false;
+        }
+        let next = self
+            .replicas
+            .iter()
+            .copied()
+            .find(|n| host_of(*n) != host && self.isr.contains(n) && eligible(*n));
+        match next {
+            Some(n) => {
+                self.leader = Some(n);
+                self.leader_epoch += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Leadership returns to the preferred replica when it is in sync and live and
     /// another replica leads (Kafka's preferred leader election). True when it moved.
     pub fn prefer(&mut self, live: impl Fn(NodeId) -> bool) -> bool {
@@ -152,6 +174,12 @@ mod tests {
         assert_eq!(p.isr, [A, B, C]);
         assert!(p.prefer(|_| true));
         assert_eq!((p.leader, p.leader_epoch), (Some(A), 2));
+        // Drained: B leads, A stays in sync; nothing moves while it is the only choice.
+        assert!(p.lead_elsewhere(1, |n| n != C));
+        assert_eq!((p.leader, p.leader_epoch, p.isr.len()), (Some(B), 3, 3));
+        assert!(!p.lead_elsewhere(1, |_| true), "host 1 no longer leads");
+        let mut alone = PartitionState::new(vec![A]);
+        assert!(!alone.lead_elsewhere(1, |_| true));
     }
 
     #[test]

@@ -658,6 +658,7 @@ mod tests {
             shards,
             incarnation: 0,
             fenced: false,
+            draining: false,
         }
     }
 

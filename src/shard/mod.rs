@@ -118,6 +118,7 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
         shards: config.shards as u32,
         incarnation: incarnation(),
         fenced: false,
+        draining: false,
     };
     let (registry, controller) = match &config.cluster {
         None => (
