@@ -1,6 +1,7 @@
 # Shared by the broker benchmark scripts (sourced, not run): builds the release broker,
-# checks the Python clients are installed, and starts/stops one shard pinned to core 1
-# on a fresh data directory. $weir is the broker binary (default target/release/weir).
+# checks the Python clients are installed, starts/stops one shard pinned to core 1 on a
+# fresh data directory, or starts a three-host cluster on loopback. $weir is the broker
+# binary (default target/release/weir).
 
 cargo build --release --quiet --bin weir
 py=target/pyenv/bin/python
@@ -28,4 +29,28 @@ stop_broker() {
   kill -TERM "$broker_pid"
   wait "$broker_pid" || true
   rm -rf "$broker_data"
+}
+
+# start_cluster PORT CPORT: three release hosts on 127.0.0.1-3 (one shard each, hosts 1
+# and 3 on core 1, host 2 on core 0, auto-creation off) on a fresh $dir, a voter each
+# with its controller on CPORT; waits until they serve and stops them (removing $dir)
+# when the script exits. Sets $dir and $pids.
+start_cluster() {
+  local port=$1 cport=$2 i
+  dir=$(mktemp -d -p target/bench-data)
+  local voters="1@127.0.0.1:$cport,2@127.0.0.2:$cport,3@127.0.0.3:$cport"
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait || true; rm -rf "$dir"' EXIT
+  for i in 1 2 3; do
+    target/release/weir serve --node-id "$i" --controller-quorum-voters "$voters" \
+      --listen "127.0.0.$i:$port" --advertise "127.0.0.$i" --shards 1 --cores $((i % 2)) \
+      --data-dir "$dir/h$i" --metrics-listen off --auto-create-topics false --log-level warn &
+    pids+=($!)
+  done
+  for i in 1 2 3; do
+    for _ in $(seq 1 300); do
+      "$py" -c "import socket; socket.create_connection(('127.0.0.$i', $port), 0.2)" 2>/dev/null && break
+      sleep 0.1
+    done
+  done
 }

@@ -24,27 +24,7 @@ PORT=${PORT:-29792}
 CPORT=${CPORT:-29791}
 source benches/broker.sh
 cargo build --release --quiet -p loadgen
-dir=$(mktemp -d -p target/bench-data)
-voters="1@127.0.0.1:$CPORT,2@127.0.0.2:$CPORT,3@127.0.0.3:$CPORT"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  wait || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-for i in 1 2 3; do
-  target/release/weir serve --node-id "$i" --controller-quorum-voters "$voters" \
-    --listen "127.0.0.$i:$PORT" --advertise "127.0.0.$i" --shards 1 --cores $((i % 2)) \
-    --data-dir "$dir/h$i" --metrics-listen off --auto-create-topics false --log-level warn &
-  pids+=($!)
-done
-for i in 1 2 3; do
-  for _ in $(seq 1 300); do
-    "$py" -c "import socket; socket.create_connection(('127.0.0.$i', $PORT), 0.2)" 2>/dev/null && break
-    sleep 0.1
-  done
-done
+start_cluster "$PORT" "$CPORT"
 sleep 2
 results=target/bench-data/replication-ab.jsonl
 : > "$results"

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use common::{
     broker::Broker,
-    interop::{python, run_script, script},
+    interop::{python, run_script, script, spawn_script},
     scratch_dir,
 };
 
@@ -210,18 +210,7 @@ fn twenty_kill_9s_under_a_producer_and_a_consumer_group_lose_nothing_acknowledge
         file("commits.txt"),
         file("seen.txt"),
     );
-    let spawn = |args: &[&str]| {
-        Command::new("timeout")
-            .arg("300")
-            .arg(python())
-            .arg(script("kill_loop.py"))
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            // librdkafka reports every refused reconnect while the broker is down.
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("client")
-    };
+    let spawn = |args: &[&str]| spawn_script("kill_loop.py", args, 300);
     let bootstrap = broker.bootstrap();
     let mut producer = spawn(&["produce", &bootstrap, "survive", &stop, &acked]);
     std::thread::sleep(std::time::Duration::from_millis(500));

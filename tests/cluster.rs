@@ -468,18 +468,9 @@ fn settled_metadata(cluster: &Cluster) -> String {
     }
 }
 
-/// Creates `name` with `partitions` partitions through `bootstrap` with `weir topics`.
+/// Creates `name` with `partitions` single-replica partitions through `bootstrap`.
 fn create_topic(bootstrap: &str, name: &str, partitions: u32) {
-    let (ok, out) = run_weir(&[
-        "topics",
-        "--bootstrap",
-        bootstrap,
-        "create",
-        name,
-        "--partitions",
-        &partitions.to_string(),
-    ]);
-    assert!(ok, "creating {name}: {out}");
+    common::cluster::create_topic(bootstrap, name, partitions, 1);
 }
 
 /// Runs `host`'s command line with some flags' values replaced and asserts it exits

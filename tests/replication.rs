@@ -10,29 +10,13 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    cluster::{run_weir, Cluster},
-    interop::{python, run_script_logged, script},
+    cluster::{create_topic as create, run_weir, Cluster},
+    interop::{run_script_logged, spawn_script},
     kafka_client::produce_request,
     kcat,
 };
 use kafka_protocol::ResponseError;
 use weir_client::{blocking::Connection, record_batch::build_batch};
-
-/// Creates `name` with `partitions` partitions of `rf` replicas (and `configs`).
-fn create(bootstrap: &str, name: &str, partitions: u32, rf: u32) {
-    let (ok, out) = run_weir(&[
-        "topics",
-        "--bootstrap",
-        bootstrap,
-        "create",
-        name,
-        "--partitions",
-        &partitions.to_string(),
-        "--replication-factor",
-        &rf.to_string(),
-    ]);
-    assert!(ok, "creating {name}: {out}");
-}
 
 fn produce(bootstrap: &str, topic: &str, from: usize, n: usize) {
     let lines: String = (from..from + n).map(|i| format!("k{i}:v{i}\n")).collect();
@@ -112,15 +96,23 @@ fn wait_for(
     }
 }
 
-#[test]
-fn a_replicated_topic_outlives_its_leaders_host() {
+/// Three one-shard hosts agreeing on their metadata, with `topic` created (`partitions`
+/// partitions of 3 replicas) and wholly in sync: the cluster, host 1's address and the
+/// topic's partitions.
+fn three_hosts_with(topic: &str, partitions: u32) -> (Cluster, String, Vec<Row>) {
     let mut cluster = Cluster::start(3, 1);
     cluster.converged_metadata(Duration::from_secs(15));
     let b1 = cluster.host(1).bootstrap();
-    create(&b1, "orders", 3, 3);
-    let rows = wait_for(&b1, "orders", Duration::from_secs(10), "created", |r| {
+    create(&b1, topic, partitions, 3);
+    let rows = wait_for(&b1, topic, Duration::from_secs(10), "created", |r| {
         r.isr.len() == 3
     });
+    (cluster, b1, rows)
+}
+
+#[test]
+fn a_replicated_topic_outlives_its_leaders_host() {
+    let (mut cluster, b1, rows) = three_hosts_with("orders", 3);
     for r in &rows {
         let mut hosts: Vec<i64> = r.replicas.iter().map(|n| n / 1024).collect();
         hosts.sort();
@@ -289,17 +281,7 @@ fn under_load(cluster: &mut Cluster, topic: &str, fault: impl FnOnce(&mut Cluste
         .map(|h| cluster.host(h).bootstrap())
         .collect::<Vec<_>>()
         .join(",");
-    let spawn = |args: &[&str]| {
-        std::process::Command::new("timeout")
-            .arg("600")
-            .arg(python())
-            .arg(script("kill_loop.py"))
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("client")
-    };
+    let spawn = |args: &[&str]| spawn_script("kill_loop.py", args, 600);
     let mut producer = spawn(&["produce", &bootstrap, topic, &stop, &acked]);
     std::thread::sleep(Duration::from_millis(500));
     let mut consumer = spawn(&["consume", &bootstrap, topic, &stop, &commits, &seen]);
@@ -425,10 +407,7 @@ fn a_paused_leader_is_fenced_and_truncates_when_it_wakes() {
 
 #[test]
 fn committed_offsets_survive_the_loss_of_the_coordinators_host() {
-    let mut cluster = Cluster::start(3, 1);
-    cluster.converged_metadata(Duration::from_secs(15));
-    let b1 = cluster.host(1).bootstrap();
-    create(&b1, "work", 3, 3);
+    let (mut cluster, b1, _) = three_hosts_with("work", 3);
     produce(&b1, "work", 0, 300);
     let group_offsets = |bootstrap: &str, to: Option<&str>| -> (bool, String) {
         let mut args = vec!["groups", "--bootstrap", bootstrap];
@@ -523,13 +502,7 @@ fn committed_offsets_survive_the_loss_of_the_coordinators_host() {
 
 #[test]
 fn a_drained_host_leads_nothing_until_the_drain_is_undone() {
-    let mut cluster = Cluster::start(3, 1);
-    cluster.converged_metadata(Duration::from_secs(15));
-    let b1 = cluster.host(1).bootstrap();
-    create(&b1, "drained", 3, 3);
-    wait_for(&b1, "drained", Duration::from_secs(10), "created", |r| {
-        r.isr.len() == 3
-    });
+    let (mut cluster, b1, _) = three_hosts_with("drained", 3);
     let controller = cluster.host(1).controller();
     let (ok, out) = run_weir(&[
         "cluster",

@@ -54,41 +54,26 @@ pub struct RecordTime {
 
 /// Every record's offset delta and timestamp, in order.
 pub fn record_times(batch: &RecordBatch<'_>) -> Result<Vec<RecordTime>, RecordsError> {
-    let records = decompressed(batch)?;
     let append_time = batch.attributes() & ATTRIBUTE_LOG_APPEND_TIME != 0;
-    let mut rest = &records[..];
-    let mut out = Vec::with_capacity(batch.record_count() as usize);
-    for i in 0..batch.record_count() {
+    each_record(batch, |i, mut record| {
         let bad = || RecordsError::Malformed(i);
-        let length = usize::try_from(varint::get(&mut rest).ok_or_else(bad)?).map_err(|_| bad())?;
-        let mut record = rest.get(..length).ok_or_else(bad)?;
-        rest = &rest[length..];
-        record = record.get(1..).ok_or_else(bad)?; // attributes
         let timestamp_delta = varint::get(&mut record).ok_or_else(bad)?;
         let offset_delta = varint::get(&mut record).ok_or_else(bad)?;
-        out.push(RecordTime {
+        Ok(RecordTime {
             offset_delta: u32::try_from(offset_delta).map_err(|_| bad())?,
             timestamp: if append_time {
                 batch.max_timestamp()
             } else {
                 batch.base_timestamp().saturating_add(timestamp_delta)
             },
-        });
-    }
-    Ok(out)
+        })
+    })
 }
 
 /// Every record's value, in order (`None` for a null value).
 pub fn record_values(batch: &RecordBatch<'_>) -> Result<Vec<Option<Vec<u8>>>, RecordsError> {
-    let records = decompressed(batch)?;
-    let mut rest = &records[..];
-    let mut out = Vec::with_capacity(batch.record_count() as usize);
-    for i in 0..batch.record_count() {
+    each_record(batch, |i, mut record| {
         let bad = || RecordsError::Malformed(i);
-        let length = usize::try_from(varint::get(&mut rest).ok_or_else(bad)?).map_err(|_| bad())?;
-        let mut record = rest.get(..length).ok_or_else(bad)?;
-        rest = &rest[length..];
-        record = record.get(1..).ok_or_else(bad)?; // attributes
         varint::get(&mut record).ok_or_else(bad)?; // timestamp delta
         varint::get(&mut record).ok_or_else(bad)?; // offset delta
         let key_length = varint::get(&mut record).ok_or_else(bad)?;
@@ -96,16 +81,29 @@ pub fn record_values(batch: &RecordBatch<'_>) -> Result<Vec<Option<Vec<u8>>>, Re
             record = record.get(key_length as usize..).ok_or_else(bad)?;
         }
         let value_length = varint::get(&mut record).ok_or_else(bad)?;
-        out.push(if value_length < 0 {
-            None
-        } else {
-            Some(
-                record
-                    .get(..value_length as usize)
-                    .ok_or_else(bad)?
-                    .to_vec(),
-            )
-        });
+        if value_length < 0 {
+            return Ok(None);
+        }
+        let value = record.get(..value_length as usize).ok_or_else(bad)?;
+        Ok(Some(value.to_vec()))
+    })
+}
+
+/// What `read` makes of each record of the batch, in order; `read` gets the record's
+/// index and its bytes after the length and attributes (timestamp delta first).
+fn each_record<T>(
+    batch: &RecordBatch<'_>,
+    mut read: impl FnMut(u32, &[u8]) -> Result<T, RecordsError>,
+) -> Result<Vec<T>, RecordsError> {
+    let records = decompressed(batch)?;
+    let mut rest = &records[..];
+    let mut out = Vec::with_capacity(batch.record_count() as usize);
+    for i in 0..batch.record_count() {
+        let bad = || RecordsError::Malformed(i);
+        let length = usize::try_from(varint::get(&mut rest).ok_or_else(bad)?).map_err(|_| bad())?;
+        let record = rest.get(..length).ok_or_else(bad)?;
+        rest = &rest[length..];
+        out.push(read(i, record.get(1..).ok_or_else(bad)?)?);
     }
     Ok(out)
 }

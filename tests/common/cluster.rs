@@ -347,3 +347,20 @@ impl Cluster {
         }
     }
 }
+
+/// Creates `name` with `partitions` partitions of `replication_factor` replicas through
+/// `bootstrap` with `weir topics create`.
+pub fn create_topic(bootstrap: &str, name: &str, partitions: u32, replication_factor: u32) {
+    let (ok, out) = run_weir(&[
+        "topics",
+        "--bootstrap",
+        bootstrap,
+        "create",
+        name,
+        "--partitions",
+        &partitions.to_string(),
+        "--replication-factor",
+        &replication_factor.to_string(),
+    ]);
+    assert!(ok, "creating {name}: {out}");
+}

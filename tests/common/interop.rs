@@ -24,6 +24,21 @@ pub fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Starts a script from `tests/interop` with `args` in the background (for at most
+/// `seconds`), its output discarded: clients that run beside faults (librdkafka reports
+/// every refused reconnect).
+pub fn spawn_script(name: &str, args: &[&str], seconds: u32) -> std::process::Child {
+    Command::new("timeout")
+        .arg(seconds.to_string())
+        .arg(python())
+        .arg(script(name))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start a python client")
+}
+
 /// Runs a script from `tests/interop` with `args` and fails with its output and the
 /// broker's log if it fails.
 pub fn run_script(name: &str, broker: &Broker, args: &[String]) {
