@@ -1,0 +1,172 @@
+//! The controller's partition state machine under random sequences of host fencing and
+//! return, drains, ISR changes (current and stale) and preferred-leader elections
+//! (`ClusterState::apply`, which every voter runs on the same log): after every command,
+//! each partition's ISR is a non-empty set of its replicas, its leader is a live
+//! in-sync replica, a new leader always comes from the previous ISR (no unclean
+//! election) with a higher epoch, a partition is leaderless only while every in-sync
+//! replica's host is fenced, and a refused command changes nothing.
+
+use proptest::prelude::*;
+use weir::metadata::{
+    cluster_state::{ClusterState, Command, HostRecord},
+    partition_state::PartitionState,
+    topic_config::TopicConfigs,
+};
+
+const HOSTS: [u32; 3] = [1, 2, 3];
+
+fn host(id: u32) -> HostRecord {
+    HostRecord {
+        advertise: format!("127.0.0.{id}"),
+        port: 9092,
+        tls_port: None,
+        shards: 2,
+        incarnation: 1,
+        fenced: false,
+        draining: false,
+    }
+}
+
+/// Three two-shard hosts and topics of 3, 2 and 1 replicas.
+fn cluster() -> ClusterState {
+    let mut s = ClusterState::default();
+    for id in HOSTS {
+        s.apply(Command::RegisterHost {
+            host: id,
+            record: host(id),
+        })
+        .expect("register");
+    }
+    for (name, rf) in [("three", 3), ("two", 2), ("one", 1)] {
+        let t = s
+            .new_topic(name, 4, rf, TopicConfigs::new(), 1)
+            .expect("placed");
+        s.apply(Command::CreateTopic(t)).expect("create");
+    }
+    s
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Fence(u32, bool),
+    Drain(u32, bool),
+    /// Topic index, partition, epoch offset from the current one (0 = current), ISR picks.
+    AlterIsr(usize, u32, i32, Vec<bool>),
+    Prefer,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (1u32..=3, any::<bool>()).prop_map(|(h, f)| Op::Fence(h, f)),
+        (1u32..=3, any::<bool>()).prop_map(|(h, d)| Op::Drain(h, d)),
+        (
+            0usize..3,
+            0u32..4,
+            prop_oneof![Just(0), Just(-1), Just(1)],
+            proptest::collection::vec(any::<bool>(), 3)
+        )
+            .prop_map(|(t, p, e, picks)| Op::AlterIsr(t, p, e, picks)),
+        Just(Op::Prefer),
+    ]
+}
+
+fn command(s: &ClusterState, op: &Op) -> Command {
+    match op {
+        Op::Fence(host, fenced) => Command::SetFenced {
+            host: *host,
+            fenced: *fenced,
+        },
+        Op::Drain(host, draining) => Command::SetDraining {
+            host: *host,
+            draining: *draining,
+        },
+        Op::AlterIsr(t, p, offset, picks) => {
+            let name = ["three", "two", "one"][*t];
+            let state = &s.topics[name].states[*p as usize];
+            let isr = state
+                .replicas
+                .iter()
+                .zip(picks)
+                .filter(|(_, keep)| **keep)
+                .map(|(n, _)| *n)
+                .chain(state.leader)
+                .collect();
+            Command::AlterIsr {
+                topic: name.into(),
+                partition: *p,
+                leader_epoch: state.leader_epoch + offset,
+                isr,
+            }
+        }
+        Op::Prefer => Command::PreferLeaders,
+    }
+}
+
+fn fenced(s: &ClusterState, node: i32) -> bool {
+    s.hosts[&(node as u32 / 1024)].fenced
+}
+
+fn check(
+    before: &PartitionState,
+    after: &PartitionState,
+    s: &ClusterState,
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(&after.replicas, &before.replicas, "replicas never move");
+    prop_assert!(!after.isr.is_empty(), "an empty ISR: {:?}", after);
+    prop_assert!(after.isr.iter().all(|n| after.replicas.contains(n)));
+    let mut unique = after.isr.clone();
+    unique.dedup();
+    prop_assert_eq!(unique.len(), after.isr.len());
+    prop_assert!(
+        after.leader_epoch >= before.leader_epoch,
+        "epochs only grow"
+    );
+    if after.leader != before.leader {
+        prop_assert!(
+            after.leader_epoch > before.leader_epoch,
+            "a new leader, a new epoch"
+        );
+        if let Some(l) = after.leader {
+            prop_assert!(
+                before.isr.contains(&l),
+                "unclean election: {:?} -> {:?}",
+                before,
+                after
+            );
+        }
+    }
+    match after.leader {
+        Some(l) => {
+            prop_assert!(after.isr.contains(&l), "the leader is in sync: {:?}", after);
+            prop_assert!(!fenced(s, l), "a fenced leader: {:?}", after);
+        }
+        None => prop_assert!(
+            after.isr.iter().all(|n| fenced(s, *n)),
+            "leaderless while an in-sync replica lives: {:?}",
+            after
+        ),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn elections_stay_clean_under_any_sequence(ops in proptest::collection::vec(op(), 1..60)) {
+        let mut s = cluster();
+        for op in &ops {
+            let before = s.clone();
+            let cmd = command(&s, op);
+            if s.apply(cmd).is_err() {
+                prop_assert_eq!(&s, &before, "a refused command changed the state");
+                continue;
+            }
+            for (name, t) in &s.topics {
+                for (p, after) in t.states.iter().enumerate() {
+                    check(&before.topics[name].states[p], after, &s)?;
+                }
+            }
+        }
+    }
+}
