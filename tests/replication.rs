@@ -552,3 +552,22 @@ fn a_drained_host_leads_nothing_until_the_drain_is_undone() {
         r.leader == r.replicas[0]
     });
 }
+
+#[test]
+fn a_rolling_restart_under_load_loses_nothing_acknowledged() {
+    let mut cluster = Cluster::start(3, 1);
+    cluster.converged_metadata(Duration::from_secs(15));
+    under_load(&mut cluster, "rolling", |cluster| {
+        for id in 1..=3u32 {
+            // One host at a time, each once every partition is whole again.
+            let via = cluster.host((id % 3) + 1).bootstrap();
+            wait_for(&via, "rolling", Duration::from_secs(30), "in sync", |r| {
+                r.leader >= 0 && r.isr.len() == 3
+            });
+            cluster.host(id).stop();
+            std::thread::sleep(Duration::from_millis(500));
+            cluster.host(id).spawn();
+            cluster.host(id).wait_serving();
+        }
+    });
+}

@@ -134,6 +134,26 @@ impl Host {
         }
     }
 
+    /// Stops the process as an operator would (SIGTERM: it closes its partitions, making
+    /// everything appended durable) and waits for it; SIGKILL after 30 s.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().ok().flatten().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("host {} did not stop within 30s\n{}", self.id, self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Sends `signal` (e.g. `STOP`, `CONT`) to the process.
     pub fn signal(&self, signal: &str) {
         let pid = self.child.as_ref().expect("running").id();
