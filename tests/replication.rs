@@ -14,6 +14,7 @@ use common::{
     interop::{run_script_logged, spawn_script},
     kafka_client::produce_request,
     kcat,
+    loop_mount::mount_small_ext4,
 };
 use kafka_protocol::ResponseError;
 use weir_client::{blocking::Connection, record_batch::build_batch};
@@ -570,4 +571,79 @@ fn a_rolling_restart_under_load_loses_nothing_acknowledged() {
             cluster.host(id).wait_serving();
         }
     });
+}
+
+#[test]
+fn a_follower_with_a_full_disk_leaves_the_isr_without_stopping_the_partition() {
+    let lag = || vec!["--replica-lag-time-max".to_string(), "1s".to_string()];
+    let mut cluster = Cluster::start_configured(3, 1, |_| lag());
+    // A broker-only host 4 on a small disk of its own (a voter's store there would
+    // fill too: this is about a follower's log).
+    let disk = common::scratch_dir();
+    let mount = match mount_small_ext4(disk.path(), 48) {
+        Ok(m) => m,
+        Err(why) => {
+            eprintln!("skipped: cannot mount a loop ext4 image here ({why})");
+            return;
+        }
+    };
+    let mut small = cluster.unstarted_host(4, 1, &["--replica-lag-time-max", "1s"]);
+    small.data_dir = mount.0.join("data");
+    small.spawn();
+    small.wait_serving();
+    cluster.hosts.push(small);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b1 = cluster.host(1).bootstrap();
+    create(&b1, "full", 1, 4);
+    wait_for(&b1, "full", Duration::from_secs(15), "in sync", |r| {
+        r.isr.len() == 4
+    });
+    // Host 4 follows, never leads.
+    let controller = cluster.host(1).controller();
+    let (ok, out) = run_weir(&[
+        "cluster",
+        "drain",
+        "--node",
+        "4",
+        "--controller",
+        &controller,
+    ]);
+    assert!(ok, "{out}");
+    let leader = wait_for(&b1, "full", Duration::from_secs(10), "moved", |r| {
+        r.leader >= 0 && r.leader / 1024 != 4
+    })[0]
+        .leader;
+    let at = cluster.host((leader / 1024) as u32).bootstrap();
+    let filler = mount.0.join("filler");
+    std::fs::write(&filler, vec![7u8; 30 << 20]).expect("filler");
+    // acks=all goes on (min.insync.replicas is 2) once host 4's full disk drops it
+    // from the ISR; every produce is acknowledged, none lost.
+    let mut conn = Connection::open(&at, "disk-full").expect("connect");
+    let batch = build_batch(100, &[3u8; 1000], 0);
+    let mut acked = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked < 300 {
+        let r = conn
+            .call(&produce_request("full", 0, batch.clone(), -1), 9)
+            .expect("produce");
+        match r.responses[0].partition_responses[0].error_code {
+            0 => acked += 1,
+            code => {
+                // Only while the ISR shrinks: the write is retried, as clients do.
+                assert!(Instant::now() < deadline, "produce kept failing: {code}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    let rows = wait_for(&b1, "full", Duration::from_secs(15), "shrunk", |r| {
+        r.isr.len() == 3
+    });
+    assert!(!rows[0].isr.iter().any(|n| n / 1024 == 4), "{rows:?}");
+    assert_eq!(rows[0].high_watermark, 300 * 100);
+    // Space again: the follower reopens its log, catches up and rejoins.
+    std::fs::remove_file(&filler).expect("free space");
+    wait_for(&b1, "full", Duration::from_secs(30), "rejoined", |r| {
+        r.isr.len() == 4
+    });
+    cluster.host(4).stop();
 }

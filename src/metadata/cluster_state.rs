@@ -382,11 +382,10 @@ impl ClusterState {
                     .get_mut(&topic)
                     .and_then(|t| t.states.get_mut(partition as usize))
                     .ok_or_else(|| MetadataError::Unknown(topic.clone()))?;
-                // A fenced host's replica never joins: it cannot be caught up.
-                if isr
-                    .iter()
-                    .any(|n| !state.isr.contains(n) && !live_node(hosts, *n))
-                {
+                // A fenced host's replica never joins: it cannot be caught up. (A
+                // draining host's may: it keeps following.)
+                let unfenced = |n: NodeId| hosts.get(&host_of(n)).is_some_and(|h| !h.fenced);
+                if isr.iter().any(|n| !state.isr.contains(n) && !unfenced(*n)) {
                     return Err(MetadataError::InvalidIsr { topic, partition });
                 }
                 state
