@@ -188,10 +188,7 @@ fn a_replicated_topic_outlives_its_leaders_host() {
 
 #[test]
 fn min_insync_replicas_refuses_acks_all_writes_it_cannot_hold() {
-    let mut cluster = Cluster::start(3, 1);
-    cluster.converged_metadata(Duration::from_secs(15));
-    let b1 = cluster.host(1).bootstrap();
-    create(&b1, "strict", 1, 3);
+    let (mut cluster, b1, _) = three_hosts_with("strict", 1);
     let (ok, out) = run_weir(&[
         "topics",
         "--bootstrap",
@@ -501,23 +498,32 @@ fn committed_offsets_survive_the_loss_of_the_coordinators_host() {
     }
 }
 
-#[test]
-fn a_drained_host_leads_nothing_until_the_drain_is_undone() {
-    let (mut cluster, b1, _) = three_hosts_with("drained", 3);
+/// `weir cluster drain --node HOST` through host 1's controller; waits until no
+/// partition of `topic` is led there and all `replicas` are in sync, and returns them.
+fn drain(cluster: &mut Cluster, host: u32, topic: &str, replicas: usize) -> Vec<Row> {
     let controller = cluster.host(1).controller();
+    let node = host.to_string();
     let (ok, out) = run_weir(&[
         "cluster",
         "drain",
         "--node",
-        "2",
+        &node,
         "--controller",
         &controller,
     ]);
     assert!(ok, "{out}");
+    let b1 = cluster.host(1).bootstrap();
+    wait_for(&b1, topic, Duration::from_secs(10), "drained", |r| {
+        r.leader >= 0 && r.leader / 1024 != i64::from(host) && r.isr.len() == replicas
+    })
+}
+
+#[test]
+fn a_drained_host_leads_nothing_until_the_drain_is_undone() {
+    let (mut cluster, b1, _) = three_hosts_with("drained", 3);
+    let controller = cluster.host(1).controller();
     // Its leadership moved; its replicas still follow, in sync; clients go on.
-    let rows = wait_for(&b1, "drained", Duration::from_secs(10), "drained", |r| {
-        r.leader >= 0 && r.leader / 1024 != 2 && r.isr.len() == 3
-    });
+    let rows = drain(&mut cluster, 2, "drained", 3);
     produce(&b1, "drained", 0, 100);
     assert_eq!(values(&b1, "drained").len(), 100);
     let (ok, out) = run_weir(&["cluster", "rebalance-leaders", "--controller", &controller]);
@@ -599,20 +605,7 @@ fn a_follower_with_a_full_disk_leaves_the_isr_without_stopping_the_partition() {
         r.isr.len() == 4
     });
     // Host 4 follows, never leads.
-    let controller = cluster.host(1).controller();
-    let (ok, out) = run_weir(&[
-        "cluster",
-        "drain",
-        "--node",
-        "4",
-        "--controller",
-        &controller,
-    ]);
-    assert!(ok, "{out}");
-    let leader = wait_for(&b1, "full", Duration::from_secs(10), "moved", |r| {
-        r.leader >= 0 && r.leader / 1024 != 4
-    })[0]
-        .leader;
+    let leader = drain(&mut cluster, 4, "full", 4)[0].leader;
     let at = cluster.host((leader / 1024) as u32).bootstrap();
     let filler = mount.0.join("filler");
     std::fs::write(&filler, vec![7u8; 30 << 20]).expect("filler");

@@ -384,8 +384,10 @@ impl ClusterState {
                     .ok_or_else(|| MetadataError::Unknown(topic.clone()))?;
                 // A fenced host's replica never joins: it cannot be caught up. (A
                 // draining host's may: it keeps following.)
-                let unfenced = |n: NodeId| hosts.get(&host_of(n)).is_some_and(|h| !h.fenced);
-                if isr.iter().any(|n| !state.isr.contains(n) && !unfenced(*n)) {
+                if isr
+                    .iter()
+                    .any(|n| !state.isr.contains(n) && unfenced_host(hosts, *n).is_none())
+                {
                     return Err(MetadataError::InvalidIsr { topic, partition });
                 }
                 state
@@ -417,8 +419,7 @@ impl ClusterState {
     fn elect_leaders(&mut self, host: u32, fenced: bool) {
         let hosts = &self.hosts;
         // A draining host may still take over: availability before maintenance.
-        let live =
-            |n: NodeId| host_of(n) != host && hosts.get(&host_of(n)).is_some_and(|h| !h.fenced);
+        let live = |n: NodeId| host_of(n) != host && unfenced_host(hosts, n).is_some();
         for t in self.topics.values_mut() {
             t.fill_states();
             for state in &mut t.states {
@@ -518,18 +519,20 @@ impl ClusterState {
 
     /// The host record of the host node `node` belongs to, when it is live.
     pub fn live_host_of(&self, node: NodeId) -> Option<&HostRecord> {
-        self.hosts
-            .get(&host_of(node))
-            .filter(|h| !h.fenced && (super::placement::shard_of(node).0 as u32) < h.shards)
+        unfenced_host(&self.hosts, node)
     }
 }
 
-/// True when `node` is a shard of a registered host that is neither fenced nor
-/// draining: one that may lead.
+/// The record of `node`'s host when it is registered, not fenced and has that shard.
+fn unfenced_host(hosts: &BTreeMap<u32, HostRecord>, node: NodeId) -> Option<&HostRecord> {
+    hosts
+        .get(&host_of(node))
+        .filter(|h| !h.fenced && (super::placement::shard_of(node).0 as u32) < h.shards)
+}
+
+/// True when `node` may lead: its host is unfenced and not draining.
 fn live_node(hosts: &BTreeMap<u32, HostRecord>, node: NodeId) -> bool {
-    hosts.get(&host_of(node)).is_some_and(|h| {
-        !h.fenced && !h.draining && (super::placement::shard_of(node).0 as u32) < h.shards
-    })
+    unfenced_host(hosts, node).is_some_and(|h| !h.draining)
 }
 
 /// A topic id unique across creations: the name's CRC, the time in nanoseconds and a

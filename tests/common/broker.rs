@@ -172,22 +172,13 @@ impl Broker {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                assert!(
-                    status.success(),
-                    "clean stop exits 0, got {status}; log:\n{}",
-                    self.log()
-                );
-                return;
-            }
-            assert!(Instant::now() < deadline, "broker did not stop within 20 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let status = super::terminate(&mut child, Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("broker did not stop within 20 s"));
+        assert!(
+            status.success(),
+            "clean stop exits 0, got {status}; log:\n{}",
+            self.log()
+        );
     }
 
     /// Starts the broker again after [`stop`](Self::stop).

@@ -140,17 +140,8 @@ impl Host {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while child.try_wait().ok().flatten().is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("host {} did not stop within 30s\n{}", self.id, self.log());
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if super::terminate(&mut child, Duration::from_secs(30)).is_none() {
+            panic!("host {} did not stop within 30s\n{}", self.id, self.log());
         }
     }
 

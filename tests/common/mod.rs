@@ -207,3 +207,26 @@ pub fn kcat(args: &[&str], input: Option<&str>) -> String {
     );
     String::from_utf8(out.stdout).expect("utf-8")
 }
+
+/// Sends SIGTERM to `child` and waits for it to exit: its status, or `None` if it was
+/// still running after `within` (it is then killed).
+pub fn terminate(
+    child: &mut std::process::Child,
+    within: Duration,
+) -> Option<std::process::ExitStatus> {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
