@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use common::{
     cluster::{create_topic as create, run_weir, Cluster},
-    interop::{run_script_logged, spawn_script},
+    interop::{python, run_script_logged, script, spawn_script},
     kafka_client::produce_request,
     kcat,
     loop_mount::mount_small_ext4,
+    netns::Network,
 };
 use kafka_protocol::ResponseError;
 use weir_client::{blocking::Connection, record_batch::build_batch};
@@ -639,4 +640,69 @@ fn a_follower_with_a_full_disk_leaves_the_isr_without_stopping_the_partition() {
         r.isr.len() == 4
     });
     cluster.host(4).stop();
+}
+
+#[test]
+fn a_partitioned_leader_acknowledges_nothing_and_is_cut_back_to_the_majority() {
+    let mut cluster = Cluster::start_on(Some(Network::new(3)), 3, 1, |_| Vec::new());
+    cluster.converged_metadata(Duration::from_secs(15));
+    under_load(&mut cluster, "split", |cluster| {
+        let b1 = cluster.host(1).bootstrap();
+        std::thread::sleep(Duration::from_secs(1));
+        let rows = describe(&b1, "split");
+        let victim = (rows[0].leader / 1024) as u32;
+        let other = cluster.host((victim % 3) + 1).bootstrap();
+        let at_victim = cluster.host(victim).bootstrap();
+        let network = cluster.network.as_ref().expect("a network");
+        network.cut(victim);
+        // On the cut-off side, a client next to the old leader writes to it: the leader
+        // appends, but its followers never fetch, so nothing is acknowledged — neither
+        // before the majority fences it nor after.
+        let minority = network
+            .command_in(victim, python())
+            .arg(script("minority.py"))
+            .args([&at_victim, "split", "0", "50", "8"])
+            .output()
+            .expect("minority producer");
+        let acknowledged = String::from_utf8_lossy(&minority.stdout);
+        assert_eq!(
+            acknowledged.trim(),
+            "0",
+            "writes acknowledged by a cut-off leader: {}",
+            String::from_utf8_lossy(&minority.stderr)
+        );
+        // Meanwhile the majority fenced it and elected leaders among themselves.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while leaders(&other, "split")
+            .iter()
+            .any(|l| *l < 0 || l / 1024 == i64::from(victim))
+        {
+            assert!(Instant::now() < deadline, "the majority elected no leader");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let acked = cluster.dir.path().join("split-acked.txt");
+        let count = || std::fs::read_to_string(&acked).map_or(0, |s| s.lines().count());
+        let before = count();
+        std::thread::sleep(Duration::from_secs(3));
+        assert!(count() > before, "the majority side acknowledged nothing");
+        network.heal(victim);
+        // Healed: the old leader learns of the new epoch, cuts its divergent tail (the
+        // minority's writes) and rejoins every ISR.
+        let back = wait_for(&other, "split", Duration::from_secs(60), "rejoined", |r| {
+            r.isr.len() == 3
+        });
+        assert!(back[0].epoch > rows[0].epoch, "{back:?}");
+        let log = cluster.host(victim).log();
+        assert!(
+            log.lines()
+                .any(|l| l.contains("cutting a divergent tail") && l.contains("split")),
+            "the old leader kept its divergent tail\n{log}"
+        );
+    });
+    let b1 = cluster.host(1).bootstrap();
+    let stored = kcat(&["-b", &b1, "-t", "split", "-C", "-e", "-q"], None);
+    assert!(
+        !stored.contains("minority"),
+        "a cut-off leader's unacknowledged writes survived healing"
+    );
 }

@@ -7,12 +7,14 @@ cd "$(dirname "$0")/.."
 
 # The disk-full test mounts a small ext4 image through a loop device; the interop tests
 # drive the broker with kcat (librdkafka); the metrics test checks the exposition with
-# promtool (Debian's prometheus package).
+# promtool (Debian's prometheus package); the network-partition test puts hosts in
+# network namespaces with iproute2's `ip netns`.
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v mount >/dev/null || need+=(mount)
 command -v kcat >/dev/null || need+=(kcat)
 command -v promtool >/dev/null || need+=(prometheus)
+command -v ip >/dev/null || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"

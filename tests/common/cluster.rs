@@ -1,8 +1,9 @@
 //! Several real `weir serve` hosts on this machine as one cluster: host `n` listens on
-//! loopback address `127.0.0.n` (the same ports on each), voters run the controller,
-//! and each host keeps its data directory and log under one scratch directory. Hosts
-//! can be killed (SIGKILL), paused (SIGSTOP) and restarted; everything is killed on
-//! drop. Cluster II's replication tests build on this.
+//! loopback address `127.0.0.n` (the same ports on each) — or, in a cluster started on a
+//! [`Network`], on its own namespace's address, where its link can be cut — voters run
+//! the controller, and each host keeps its data directory and log under one scratch
+//! directory. Hosts can be killed (SIGKILL), paused (SIGSTOP) and restarted; everything
+//! is killed on drop. Cluster II's replication tests build on this.
 
 use std::{
     net::SocketAddr,
@@ -11,15 +12,22 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::broker::{answers_api_versions, free_ports_on};
+use super::{
+    broker::{answers_api_versions, free_ports_on},
+    netns::Network,
+};
 
 /// How long a host may take to register and serve.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One host of a test cluster.
 pub struct Host {
-    /// Its node id; it listens on `127.0.0.<id>`.
+    /// Its node id.
     pub id: u32,
+    /// The address it listens on: `127.0.0.<id>`, or its namespace's.
+    ip: String,
+    /// The network namespace it runs in, if any.
+    namespace: Option<String>,
     /// Shard 0's port.
     pub port: u16,
     /// Its shards.
@@ -35,9 +43,9 @@ pub struct Host {
 }
 
 impl Host {
-    /// `127.0.0.<id>`.
+    /// The address it listens on.
     pub fn ip(&self) -> String {
-        format!("127.0.0.{}", self.id)
+        self.ip.clone()
     }
 
     /// Shard 0's address, a bootstrap address for clients.
@@ -52,7 +60,15 @@ impl Host {
 
     /// The `weir serve` command line of this host.
     pub fn command(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+        let weir = env!("CARGO_BIN_EXE_weir");
+        let mut c = match &self.namespace {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, weir]);
+                c
+            }
+            None => Command::new(weir),
+        };
         c.arg("serve")
             .args(["--node-id", &self.id.to_string()])
             .args(["--controller-quorum-voters", &self.voters])
@@ -200,6 +216,9 @@ pub struct Cluster {
     pub hosts: Vec<Host>,
     /// Where the data directories and logs are.
     pub dir: tempfile::TempDir,
+    /// The namespaces the hosts run in, if started on a [`Network`] (dropped after the
+    /// hosts are killed).
+    pub network: Option<Network>,
     voters: String,
     port: u16,
     controller_port: u16,
@@ -230,21 +249,34 @@ impl Cluster {
         shards: usize,
         extra: impl Fn(u32) -> Vec<String>,
     ) -> Cluster {
+        Cluster::start_on(None, voters, shards, extra)
+    }
+
+    /// [`start_configured`](Self::start_configured) with every host in its own namespace
+    /// of `network` (which must have at least `voters` hosts).
+    pub fn start_on(
+        network: Option<Network>,
+        voters: u32,
+        shards: usize,
+        extra: impl Fn(u32) -> Vec<String>,
+    ) -> Cluster {
         let ips: Vec<String> = (1..=8).map(|n| format!("127.0.0.{n}")).collect();
         let ip_refs: Vec<&str> = ips.iter().map(String::as_str).collect();
+        // (A fresh namespace has every port free.)
         let port = free_ports_on(&ip_refs, 4);
         let controller_port = free_ports_on(&ip_refs, 1);
-        let voter_list = (1..=voters)
-            .map(|id| format!("{id}@127.0.0.{id}:{controller_port}"))
-            .collect::<Vec<_>>()
-            .join(",");
         let mut cluster = Cluster {
             hosts: Vec::new(),
             dir: super::scratch_dir(),
-            voters: voter_list,
+            network,
+            voters: String::new(),
             port,
             controller_port,
         };
+        cluster.voters = (1..=voters)
+            .map(|id| format!("{id}@{}:{controller_port}", cluster.ip_of(id)))
+            .collect::<Vec<_>>()
+            .join(",");
         for id in 1..=voters {
             let mut host = cluster.new_host(id, shards, true);
             host.extra = extra(id);
@@ -259,9 +291,19 @@ impl Cluster {
         cluster
     }
 
+    /// Host `id`'s address.
+    fn ip_of(&self, id: u32) -> String {
+        match &self.network {
+            Some(n) => n.ip(id),
+            None => format!("127.0.0.{id}"),
+        }
+    }
+
     fn new_host(&self, id: u32, shards: usize, voter: bool) -> Host {
         Host {
             id,
+            ip: self.ip_of(id),
+            namespace: self.network.as_ref().map(|n| n.namespace(id)),
             port: self.port,
             shards,
             data_dir: self.dir.path().join(format!("host-{id}")),

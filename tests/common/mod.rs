@@ -9,6 +9,7 @@ pub mod kafka_client;
 pub mod loadgen;
 pub mod loop_mount;
 pub mod mutation;
+pub mod netns;
 pub mod pki;
 pub mod rng;
 pub mod rss;
