@@ -71,8 +71,19 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// A controller connection that sends nothing for this long is closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// How often the leader looks for hosts to fence.
-const FENCE_CHECK: Duration = Duration::from_millis(250);
+/// How often the leader looks for hosts to fence (it bounds how late past its session
+/// timeout a dead host is fenced).
+const FENCE_CHECK: Duration = Duration::from_millis(100);
+
+/// A voter that has not heard from its leader for a random time between the minimum and
+/// the maximum election timeout stands for election; voters grant votes only once they
+/// have not heard from their leader for the maximum (openraft's leader lease), so a dead
+/// controller leader is replaced after between one and two maximums (a first candidate
+/// usually asks too early). Six heartbeats in the minimum: enough for a loaded machine,
+/// where a spurious election costs a moment of metadata changes, never data.
+const ELECTION_TIMEOUT_MIN_MS: u64 = 600;
+/// See [`ELECTION_TIMEOUT_MIN_MS`].
+const ELECTION_TIMEOUT_MAX_MS: u64 = 900;
 
 /// Leadership returns to preferred replicas once no host registered, was fenced or
 /// came back for this long (Kafka's auto.leader.rebalance.enable, which checks every
@@ -111,10 +122,8 @@ impl Controller {
         let raft_config = openraft::Config {
             cluster_name: "weir".into(),
             heartbeat_interval: 100,
-            // Generous for a loaded machine: a spurious election costs a second of
-            // metadata changes, never data.
-            election_timeout_min: 1000,
-            election_timeout_max: 2000,
+            election_timeout_min: ELECTION_TIMEOUT_MIN_MS,
+            election_timeout_max: ELECTION_TIMEOUT_MAX_MS,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(1000),
             max_in_snapshot_log_to_keep: 100,
             ..Default::default()
@@ -565,23 +574,43 @@ impl Controller {
         })
     }
 
+    /// A new leader has heard from nobody yet: every host gets a full session from now —
+    /// except the host of the leader it replaces, which a voter other than this one had
+    /// not heard from for the leader lease (the maximum election timeout) when it granted
+    /// its vote (openraft's voters refuse votes while their leader's lease runs), so its
+    /// session counts from then. When the controller leader's host dies, its partitions
+    /// then fail over that much sooner; a host wrongly counted silent is only fenced
+    /// early, and unfenced on its next heartbeat.
+    fn start_sessions(&self, previous: Option<u64>) {
+        let now = Instant::now();
+        let silent_since = now
+            .checked_sub(Duration::from_millis(ELECTION_TIMEOUT_MAX_MS))
+            .unwrap_or(now);
+        let mut beats = self.heartbeats.lock().unwrap_or_else(|p| p.into_inner());
+        for host in self.applied().state.hosts.keys() {
+            let replaced = previous == Some(u64::from(*host)) && previous != Some(self.id);
+            beats.insert(*host, if replaced { silent_since } else { now });
+        }
+    }
+
     /// On the leader, fences every host silent for longer than the session timeout;
     /// runs until the runtime stops.
     pub async fn fence_silent_hosts(self: Arc<Self>) {
         let mut was_leader = false;
+        // The leader this voter last followed.
+        let mut previous: Option<u64> = None;
         loop {
             tokio::time::sleep(FENCE_CHECK).await;
             let leader = self.is_leader();
             if leader && !was_leader {
-                // A new leader has heard from nobody yet: a full session from now.
-                let now = Instant::now();
-                let mut beats = self.heartbeats.lock().unwrap_or_else(|p| p.into_inner());
-                for host in self.applied().state.hosts.keys() {
-                    beats.insert(*host, now);
-                }
+                self.start_sessions(previous);
             }
             was_leader = leader;
             if !leader {
+                // (A candidate knows no leader: keep the last one it followed.)
+                if let Some(l) = self.raft.metrics().borrow().current_leader {
+                    previous = Some(l);
+                }
                 continue;
             }
             let applied = self.applied();

@@ -78,8 +78,12 @@ impl Host {
             .args(["--cores", &cores(self.shards)])
             .arg("--data-dir")
             .arg(&self.data_dir)
-            .args(["--metrics-listen", "off", "--session-timeout", "2s"])
-            .args(&self.extra)
+            .args(["--metrics-listen", "off"]);
+        // Short sessions make failover tests quick, unless the test sets its own.
+        if !self.extra.iter().any(|a| a == "--session-timeout") {
+            c.args(["--session-timeout", "2s"]);
+        }
+        c.args(&self.extra)
             .stdout(self.log_file())
             .stderr(self.log_file());
         c
