@@ -76,6 +76,10 @@ enum ClusterCommand {
         /// The host's node id.
         #[arg(long)]
         node: u32,
+        /// Also move its replicas to other live hosts (each leaves once its replacement
+        /// is in sync), so the host can be retired.
+        #[arg(long, conflicts_with = "undo")]
+        reassign: bool,
         /// End the drain (leadership returns with the next rebalance).
         #[arg(long)]
         undo: bool,
@@ -381,11 +385,12 @@ fn main() -> anyhow::Result<()> {
             command:
                 ClusterCommand::Drain {
                     node,
+                    reassign,
                     undo,
                     controller,
                 },
         } => {
-            let version = cluster_status::drain(&controller, node, !undo)
+            let version = cluster_status::drain(&controller, node, !undo, reassign)
                 .with_context(|| format!("asking controller {controller}"))?;
             let what = if undo {
                 "no longer drained"
@@ -393,6 +398,11 @@ fn main() -> anyhow::Result<()> {
                 "drained: it leads nothing"
             };
             println!("host {node} {what} (metadata version {version})");
+            if reassign {
+                let status = cluster_status::fetch(&controller)
+                    .with_context(|| format!("asking controller {controller}"))?;
+                println!("{}", cluster_status::moves_off(&status, node));
+            }
             return Ok(());
         }
         Command::Cluster {

@@ -1,10 +1,12 @@
 //! The controller's partition state machine under random sequences of host fencing and
-//! return, drains, ISR changes (current and stale) and preferred-leader elections
-//! (`ClusterState::apply`, which every voter runs on the same log): after every command,
-//! each partition's ISR is a non-empty set of its replicas, its leader is a live
-//! in-sync replica, a new leader always comes from the previous ISR (no unclean
-//! election) with a higher epoch, a partition is leaderless only while every in-sync
-//! replica's host is fenced, and a refused command changes nothing.
+//! return, drains (with and without moving replicas), ISR changes (current and stale)
+//! and preferred-leader elections (`ClusterState::apply`, which every voter runs on the
+//! same log): after every command, each partition's replicas sit on distinct hosts and
+//! change only by a move starting (replicas added) or finishing (the target, once in
+//! sync), its ISR is a non-empty set of its replicas, its leader is a live in-sync
+//! replica, a new leader always comes from the previous ISR (no unclean election) with
+//! a higher epoch, a partition is leaderless only while every in-sync replica's host is
+//! fenced, and a refused command changes nothing.
 
 use proptest::prelude::*;
 use weir::metadata::{
@@ -13,7 +15,7 @@ use weir::metadata::{
     topic_config::TopicConfigs,
 };
 
-const HOSTS: [u32; 3] = [1, 2, 3];
+const HOSTS: [u32; 4] = [1, 2, 3, 4];
 
 fn host(id: u32) -> HostRecord {
     HostRecord {
@@ -27,7 +29,7 @@ fn host(id: u32) -> HostRecord {
     }
 }
 
-/// Three two-shard hosts and topics of 3, 2 and 1 replicas.
+/// Four two-shard hosts and topics of 3, 2 and 1 replicas.
 fn cluster() -> ClusterState {
     let mut s = ClusterState::default();
     for id in HOSTS {
@@ -49,7 +51,8 @@ fn cluster() -> ClusterState {
 #[derive(Debug, Clone)]
 enum Op {
     Fence(u32, bool),
-    Drain(u32, bool),
+    /// Host, draining, moving its replicas.
+    Drain(u32, bool, bool),
     /// Topic index, partition, epoch offset from the current one (0 = current), ISR picks.
     AlterIsr(usize, u32, i32, Vec<bool>),
     Prefer,
@@ -57,13 +60,13 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        (1u32..=3, any::<bool>()).prop_map(|(h, f)| Op::Fence(h, f)),
-        (1u32..=3, any::<bool>()).prop_map(|(h, d)| Op::Drain(h, d)),
+        (1u32..=4, any::<bool>()).prop_map(|(h, f)| Op::Fence(h, f)),
+        (1u32..=4, any::<bool>(), any::<bool>()).prop_map(|(h, d, m)| Op::Drain(h, d, m)),
         (
             0usize..3,
             0u32..4,
             prop_oneof![Just(0), Just(-1), Just(1)],
-            proptest::collection::vec(any::<bool>(), 3)
+            proptest::collection::vec(any::<bool>(), 4)
         )
             .prop_map(|(t, p, e, picks)| Op::AlterIsr(t, p, e, picks)),
         Just(Op::Prefer),
@@ -76,9 +79,10 @@ fn command(s: &ClusterState, op: &Op) -> Command {
             host: *host,
             fenced: *fenced,
         },
-        Op::Drain(host, draining) => Command::SetDraining {
+        Op::Drain(host, draining, reassign) => Command::SetDraining {
             host: *host,
             draining: *draining,
+            reassign: *reassign,
         },
         Op::AlterIsr(t, p, offset, picks) => {
             let name = ["three", "two", "one"][*t];
@@ -111,7 +115,29 @@ fn check(
     after: &PartitionState,
     s: &ClusterState,
 ) -> Result<(), TestCaseError> {
-    prop_assert_eq!(&after.replicas, &before.replicas, "replicas never move");
+    let mut hosts: Vec<i32> = after.replicas.iter().map(|n| n / 1024).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    prop_assert_eq!(hosts.len(), after.replicas.len(), "two replicas on a host");
+    if after.replicas != before.replicas {
+        let started = after.target.is_some()
+            && before.target.is_none()
+            && before.replicas.iter().all(|n| after.replicas.contains(n));
+        let finished = before.target.as_ref() == Some(&after.replicas)
+            && after
+                .replicas
+                .iter()
+                .all(|n| before.isr.contains(n) || after.isr.contains(n));
+        prop_assert!(
+            started || finished,
+            "replicas moved outside a move: {:?} -> {:?}",
+            before,
+            after
+        );
+    }
+    if let Some(target) = &after.target {
+        prop_assert!(target.iter().all(|n| after.replicas.contains(n)));
+    }
     prop_assert!(!after.isr.is_empty(), "an empty ISR: {:?}", after);
     prop_assert!(after.isr.iter().all(|n| after.replicas.contains(n)));
     let mut unique = after.isr.clone();
@@ -126,9 +152,13 @@ fn check(
             after.leader_epoch > before.leader_epoch,
             "a new leader, a new epoch"
         );
+        // (A move that finishes as its last replica joins the ISR may hand over to it:
+        // the leader vouched for it in that same change.)
+        let vouched =
+            |l: &i32| before.target.is_some() && after.target.is_none() && after.isr.contains(l);
         if let Some(l) = after.leader {
             prop_assert!(
-                before.isr.contains(&l),
+                before.isr.contains(&l) || vouched(&l),
                 "unclean election: {:?} -> {:?}",
                 before,
                 after

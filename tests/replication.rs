@@ -239,10 +239,10 @@ fn min_insync_replicas_refuses_acks_all_writes_it_cannot_hold() {
     );
 }
 
-/// Produces one message with acks=all to partition 0 of `topic` on whichever host
+/// Produces one message with acks=all to partition `p` of `topic` on whichever host
 /// `describe` names its leader; true once acknowledged.
-fn acknowledged_on_leader(cluster: &mut Cluster, via: &str, topic: &str) -> bool {
-    let Some(row) = describe(via, topic).into_iter().next() else {
+fn acknowledged_on_leader(cluster: &mut Cluster, via: &str, topic: &str, p: i32) -> bool {
+    let Some(row) = describe(via, topic).into_iter().nth(p as usize) else {
         return false;
     };
     if row.leader < 0 {
@@ -253,7 +253,7 @@ fn acknowledged_on_leader(cluster: &mut Cluster, via: &str, topic: &str) -> bool
         return false;
     };
     let batch = build_batch(1, b"probe", 0);
-    conn.call(&produce_request(topic, 0, batch, -1), 9)
+    conn.call(&produce_request(topic, p, batch, -1), 9)
         .is_ok_and(|r| r.responses[0].partition_responses[0].error_code == 0)
 }
 
@@ -331,11 +331,12 @@ fn leaders_killed_again_and_again_lose_nothing_acknowledged() {
         Cluster::start_configured(3, 1, |_| vec!["--session-timeout".into(), "3s".into()]);
     cluster.converged_metadata(Duration::from_secs(15));
     let b1 = cluster.host(1).bootstrap();
-    create(&b1, "probe", 1, 3);
-    let mut failovers = Vec::new();
+    // One probe partition per host (preferred leaders spread), so each kill can pick
+    // its victim: every other kill the controller leader's host.
+    create(&b1, "probe", 3, 3);
+    let mut failovers: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
     under_load(&mut cluster, "ledger", |cluster| {
         for kill in 0..kills {
-            // Kill the host leading the probe partition (and some of the ledger's).
             let via = cluster.host(((kill % 3) + 1) as u32).bootstrap();
             let rows = wait_for(&via, "probe", Duration::from_secs(30), "in sync", |r| {
                 r.leader >= 0 && r.isr.len() == 3
@@ -343,35 +344,56 @@ fn leaders_killed_again_and_again_lose_nothing_acknowledged() {
             wait_for(&via, "ledger", Duration::from_secs(30), "in sync", |r| {
                 r.leader >= 0 && r.isr.len() == 3
             });
-            let victim = (rows[0].leader / 1024) as u32;
+            let controller = cluster.leader();
+            let host_of = |r: &Row| (r.leader / 1024) as u32;
+            // The probe partition led by the host to kill (any, if it leads none yet).
+            let p = rows
+                .iter()
+                .position(|r| (host_of(r) == controller) == (kill % 2 == 0))
+                .unwrap_or(0);
+            let victim = host_of(&rows[p]);
+            let with_controller = victim == controller;
             let other = cluster.host((victim % 3) + 1).bootstrap();
-            let role = if cluster.leader() == victim {
-                "and the controller leader"
-            } else {
-                ""
-            };
             let killed = Instant::now();
             cluster.host(victim).kill();
-            while !acknowledged_on_leader(cluster, &other, "probe") {
+            while !acknowledged_on_leader(cluster, &other, "probe", p as i32) {
                 assert!(
                     killed.elapsed() < Duration::from_secs(60),
                     "no leader took over after kill {kill}"
                 );
                 std::thread::sleep(Duration::from_millis(50));
             }
-            failovers.push(killed.elapsed());
+            failovers[usize::from(with_controller)].push(killed.elapsed());
+            let role = if with_controller {
+                " (the controller leader's)"
+            } else {
+                ""
+            };
             eprintln!(
-                "kill {kill}: host {victim} {role}, acknowledged again after {:?}",
+                "kill {kill}: host {victim}{role}, partition {p} acknowledged again after {:?}",
                 killed.elapsed()
             );
             cluster.host(victim).spawn();
             cluster.host(victim).wait_serving();
         }
     });
-    failovers.sort();
-    let p50 = failovers[failovers.len() / 2];
-    let p99 = failovers[(failovers.len() * 99).div_ceil(100) - 1];
-    eprintln!("kill -9 to the next acknowledged produce over {kills} kills (default timeouts): p50 {p50:?}, p99 {p99:?}");
+    let percentiles = |mut v: Vec<Duration>| {
+        v.sort();
+        let at = |q: usize| {
+            v.get((v.len() * q).div_ceil(100).max(1) - 1)
+                .map_or("-".to_string(), |d| format!("{d:.2?}"))
+        };
+        format!("{} kills, p50 {}, p99 {}", v.len(), at(50), at(99))
+    };
+    let [alone, with_controller] = failovers;
+    let all = alone.iter().chain(&with_controller).copied().collect();
+    eprintln!(
+        "kill -9 to the next acknowledged produce (default timeouts): all {}; hosts leading \
+         the controller too {}; others {}",
+        percentiles(all),
+        percentiles(with_controller),
+        percentiles(alone)
+    );
 }
 
 #[test]
@@ -712,4 +734,92 @@ fn a_partitioned_leader_acknowledges_nothing_and_is_cut_back_to_the_majority() {
         !stored.contains("minority"),
         "a cut-off leader's unacknowledged writes survived healing"
     );
+}
+
+#[test]
+fn a_host_drained_with_reassign_can_be_retired_without_losing_anything() {
+    let mut cluster = Cluster::start(3, 1);
+    cluster.add_broker(4, 1);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b1 = cluster.host(1).bootstrap();
+    // Three replicas over four hosts, and single-replica partitions (one per host).
+    for (topic, rf) in [("moving", 3), ("single", 1)] {
+        create(&b1, topic, 4, rf);
+        wait_for(&b1, topic, Duration::from_secs(15), "created", |r| {
+            r.isr.len() == rf as usize
+        });
+        // Records deleted from every partition first: new replicas must start at their
+        // leader's log start, not at 0.
+        produce(&b1, topic, 0, 40);
+        for (p, row) in describe(&b1, topic).iter().enumerate() {
+            let (ok, out) = run_weir(&[
+                "topics",
+                "--bootstrap",
+                &b1,
+                "delete-records",
+                topic,
+                "--partition",
+                &p.to_string(),
+                "--before",
+                &row.high_watermark.to_string(),
+            ]);
+            assert!(ok, "{out}");
+        }
+        produce(&b1, topic, 100, 200);
+    }
+    let expected: Vec<String> = {
+        let mut v: Vec<String> = (100..300).map(|i| format!("v{i}")).collect();
+        v.sort();
+        v
+    };
+    let on_host_2 = |r: &Row| r.replicas.iter().any(|n| n / 1024 == 2);
+    assert!(describe(&b1, "moving").iter().any(on_host_2));
+    let controller = cluster.host(1).controller();
+    let (ok, out) = run_weir(&[
+        "cluster",
+        "drain",
+        "--node",
+        "2",
+        "--reassign",
+        "--controller",
+        &controller,
+    ]);
+    assert!(ok && out.contains("moving off host 2"), "{out}");
+    // Each replica on host 2 is replaced by one on a host that had none, which catches
+    // up from the leader's log start and joins the ISR; then host 2's leaves.
+    for (topic, rf) in [("moving", 3), ("single", 1)] {
+        let rows = wait_for(&b1, topic, Duration::from_secs(30), "moved", |r| {
+            r.leader >= 0 && !on_host_2(r) && r.isr.len() == rf && r.replicas.len() == rf
+        });
+        for r in &rows {
+            let mut hosts: Vec<i64> = r.replicas.iter().map(|n| n / 1024).collect();
+            hosts.sort();
+            hosts.dedup();
+            assert_eq!(hosts.len(), rf, "one replica per host: {rows:?}");
+        }
+        assert_eq!(values(&b1, topic), expected, "{topic} after the move");
+    }
+    let logs: String = (1..=4).map(|h| cluster.host(h).log()).collect();
+    assert!(
+        logs.contains("starting again there"),
+        "no new replica started at its leader's log start"
+    );
+    // Host 2 deletes what it no longer holds, and can go for good.
+    let shard = cluster.host(2).data_dir.join("shard-0");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_dir(&shard)
+        .expect("shard dir")
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().starts_with("moving-"))
+    {
+        assert!(Instant::now() < deadline, "host 2 kept moved replicas");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    cluster.host(2).kill();
+    for topic in ["moving", "single"] {
+        produce(&b1, topic, 300, 10);
+        let rows = describe(&b1, topic);
+        assert!(rows.iter().all(|r| r.leader >= 0), "{rows:?}");
+        assert_eq!(values(&b1, topic).len(), 210, "{topic} without host 2");
+    }
 }

@@ -7,7 +7,11 @@ use std::{fmt::Write, time::Duration};
 
 use crate::{
     cluster::rpc::{self, ClusterStatus, Request, Response},
-    metadata::cluster_state::{MetadataChange, MetadataError},
+    metadata::{
+        cluster_state::{MetadataChange, MetadataError},
+        partition_state::PartitionState,
+        placement::host_of,
+    },
 };
 
 /// Why the status could not be had.
@@ -46,15 +50,59 @@ pub fn rebalance_leaders(controller: &str) -> Result<u64, StatusError> {
     })
 }
 
-/// `weir cluster drain --node N [--undo]`: host `host`'s partitions are led elsewhere
-/// (and it gets no new replicas) until the drain is undone. Returns the metadata
-/// version that holds the change.
-pub fn drain(controller: &str, host: u32, draining: bool) -> Result<u64, StatusError> {
-    let request = Request::Change(MetadataChange::Drain { host, draining });
+/// `weir cluster drain --node N [--reassign] [--undo]`: host `host`'s partitions are
+/// led elsewhere (and it gets no new replicas) until the drain is undone; with
+/// `reassign`, its replicas also move to other live hosts. Returns the metadata version
+/// that holds the change.
+pub fn drain(
+    controller: &str,
+    host: u32,
+    draining: bool,
+    reassign: bool,
+) -> Result<u64, StatusError> {
+    let request = Request::Change(MetadataChange::Drain {
+        host,
+        draining,
+        reassign,
+    });
     ask_leader(controller, &request, |r| match r {
         Response::Changed(answer) => Ok(answer),
         other => Err(rpc::unexpected(&other)),
     })
+}
+
+/// What `drain --reassign` of host `host` started, as `status` shows it: how many of
+/// its replicas move off it, and how many stay (no other live host without a replica
+/// of their partition, or a move of that partition already underway).
+pub fn moves_off(status: &ClusterStatus, host: u32) -> String {
+    let moving = status
+        .degraded
+        .iter()
+        .filter(|p| {
+            p.state.replicas.iter().any(|n| host_of(*n) == host)
+                && p.state
+                    .target
+                    .as_deref()
+                    .is_some_and(|t| !t.iter().any(|n| host_of(*n) == host))
+        })
+        .count();
+    let held = status
+        .hosts
+        .iter()
+        .find(|h| h.host == host)
+        .map_or(0, |h| h.partitions);
+    let mut out = format!(
+        "{moving} replicas moving off host {host} (each leaves once its replacement is in \
+         sync; `weir cluster status` shows them)"
+    );
+    if held > moving {
+        let _ = write!(
+            out,
+            "; {} stay: no other live host to take them",
+            held - moving
+        );
+    }
+    out
 }
 
 /// Sends `request` to `controller`, following its redirections to the leader, and
@@ -144,18 +192,19 @@ pub fn render(s: &ClusterStatus) -> String {
             if h.voter { "yes" } else { "no" },
         );
     }
-    let offline = s
-        .degraded
-        .iter()
-        .filter(|p| p.state.leader.is_none())
-        .count();
+    let count = |f: fn(&PartitionState) -> bool| s.degraded.iter().filter(|p| f(&p.state)).count();
     let _ = writeln!(
         out,
-        "\n{} under-replicated partitions, {offline} without a leader",
-        s.degraded.len() - offline
+        "\n{} under-replicated partitions, {} without a leader, {} moving replicas",
+        count(|p| p.leader.is_some() && p.isr.len() < p.replicas.len()),
+        count(|p| p.leader.is_none()),
+        count(|p| p.target.is_some()),
     );
     if !s.degraded.is_empty() {
-        let _ = writeln!(out, "TOPIC\tPARTITION\tLEADER\tEPOCH\tREPLICAS\tISR");
+        let _ = writeln!(
+            out,
+            "TOPIC\tPARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tMOVING-TO"
+        );
         let list = |nodes: &[i32]| {
             nodes
                 .iter()
@@ -167,13 +216,14 @@ pub fn render(s: &ClusterStatus) -> String {
             let st = &p.state;
             let _ = writeln!(
                 out,
-                "{}\t{}\t{}\t{}\t{}\t{}",
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}",
                 p.topic,
                 p.partition,
                 st.leader.map_or("none".to_string(), |l| l.to_string()),
                 st.leader_epoch,
                 list(&st.replicas),
-                list(&st.isr)
+                list(&st.isr),
+                st.target.as_deref().map_or("-".to_string(), list),
             );
         }
     }

@@ -503,12 +503,20 @@ impl Controller {
                 isr,
             },
             MetadataChange::PreferLeaders => Command::PreferLeaders,
-            MetadataChange::Drain { host, draining } => {
+            MetadataChange::Drain {
+                host,
+                draining,
+                reassign,
+            } => {
                 if !state.hosts.contains_key(&host) {
                     return Err(MetadataError::NotRegistered(host));
                 }
-                tracing::info!(host, draining, "drain");
-                Command::SetDraining { host, draining }
+                tracing::info!(host, draining, reassign, "drain");
+                Command::SetDraining {
+                    host,
+                    draining,
+                    reassign,
+                }
             }
         };
         self.propose(cmd).await
@@ -563,7 +571,11 @@ impl Controller {
                     t.states
                         .iter()
                         .enumerate()
-                        .filter(|(_, s)| s.leader.is_none() || s.isr.len() < s.replicas.len())
+                        .filter(|(_, s)| {
+                            s.leader.is_none()
+                                || s.isr.len() < s.replicas.len()
+                                || s.target.is_some()
+                        })
                         .map(|(p, state)| PartitionStatus {
                             topic: t.name.clone(),
                             partition: p as u32,

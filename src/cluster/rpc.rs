@@ -98,7 +98,8 @@ pub struct ClusterStatus {
     pub hosts: Vec<HostStatus>,
     /// Topics and partitions.
     pub topics: usize,
-    /// Partitions whose ISR lacks a replica, or that have no leader.
+    /// Partitions whose ISR lacks a replica, that have no leader, or whose replicas
+    /// are moving.
     #[serde(default)]
     pub degraded: Vec<PartitionStatus>,
 }

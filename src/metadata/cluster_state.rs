@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     partition_state::{IsrRefusal, PartitionState},
-    placement::{host_of, node_id, place, replicas, NodeId, ShardId},
+    placement::{host_of, node_id, place, replicas, shard_of, NodeId, ShardId},
     topic::TopicInfo,
     topic_config::TopicConfigs,
 };
@@ -200,6 +200,9 @@ pub enum MetadataChange {
         host: u32,
         /// Start (`true`) or end the drain.
         draining: bool,
+        /// Also move its replicas to other live hosts (`--reassign`).
+        #[serde(default)]
+        reassign: bool,
     },
 }
 
@@ -273,6 +276,9 @@ pub enum Command {
         host: u32,
         /// Draining or not.
         draining: bool,
+        /// Also move its replicas to other live hosts, where there are any.
+        #[serde(default)]
+        reassign: bool,
     },
 }
 
@@ -291,7 +297,11 @@ impl ClusterState {
                 record.draining = self.hosts.get(&host).is_some_and(|h| h.draining);
                 self.hosts.insert(host, record);
             }
-            Command::SetDraining { host, draining } => {
+            Command::SetDraining {
+                host,
+                draining,
+                reassign,
+            } => {
                 let h = self
                     .hosts
                     .get_mut(&host)
@@ -304,6 +314,9 @@ impl ClusterState {
                         for state in &mut t.states {
                             state.lead_elsewhere(host, eligible);
                         }
+                    }
+                    if reassign {
+                        self.move_replicas_off(host);
                     }
                 }
             }
@@ -400,6 +413,11 @@ impl ClusterState {
                         },
                         IsrRefusal::Invalid => MetadataError::InvalidIsr { topic, partition },
                     })?;
+                // A move completes once its new replicas are in sync.
+                state.finish_move(
+                    |n| live_node(hosts, n),
+                    |n| unfenced_host(hosts, n).is_some(),
+                );
             }
             Command::PreferLeaders => {
                 let hosts = &self.hosts;
@@ -527,7 +545,7 @@ impl ClusterState {
 fn unfenced_host(hosts: &BTreeMap<u32, HostRecord>, node: NodeId) -> Option<&HostRecord> {
     hosts
         .get(&host_of(node))
-        .filter(|h| !h.fenced && (super::placement::shard_of(node).0 as u32) < h.shards)
+        .filter(|h| !h.fenced && (shard_of(node).0 as u32) < h.shards)
 }
 
 /// True when `node` may lead: its host is unfenced and not draining.

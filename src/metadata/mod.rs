@@ -1,6 +1,7 @@
 //! Cluster metadata: which topics exist (the persisted [`registry`]), which names are
 //! legal ([`topic_name`]), what a topic's config overrides mean ([`topic_config`]), and
-//! which shard owns a partition or a group ([`placement`]).
+//! which shard owns a partition or a group ([`placement`]), and how the controller
+//! elects leaders and moves replicas ([`cluster_state`], [`partition_state`]).
 
 pub mod cluster_state;
 pub mod partition_state;
@@ -8,6 +9,7 @@ pub mod placement;
 pub mod producer_ids;
 pub mod registry;
 pub mod registry_files;
+mod replica_moves;
 pub mod topic;
 pub mod topic_config;
 pub mod topic_name;

@@ -1,9 +1,14 @@
 //! One partition's replicas and who leads them, as the controller decides (Kafka's
 //! `PartitionRegistration`): the replicas (placed once, preferred leader first, each on
 //! its own host), the current leader and its epoch, and the in-sync replicas. The
-//! controller changes it only through [`PartitionState::fence_host`],
-//! [`PartitionState::unfence_host`] and [`PartitionState::alter_isr`], every one of them
-//! deterministic, so every voter computes the same elections from the same log.
+//! controller changes it only through its methods (fencing, unfencing, ISR changes,
+//! preferred and drained leaders, replica moves), every one of them deterministic, so
+//! every voter computes the same elections from the same log.
+//!
+//! Replicas move as in Kafka's reassignment (KIP-455): the new replicas join the
+//! replica set and follow; once every one of them is in sync, the set becomes the
+//! target, the replicas left out leave it and the ISR, and if the leader was one of
+//! them an in-sync replica of the target leads with a bumped epoch.
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +26,10 @@ pub struct PartitionState {
     /// The replicas holding everything the leader acknowledged (the leader included,
     /// or, with no leader, the last replicas that were in sync). Never empty.
     pub isr: Vec<NodeId>,
+    /// While replicas move: the replica set to end with (`replicas` holds it and the
+    /// replicas still to leave).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Vec<NodeId>>,
 }
 
 /// Why an ISR change was refused.
@@ -40,6 +49,7 @@ impl PartitionState {
             leader_epoch: 0,
             isr: replicas.clone(),
             replicas,
+            target: None,
         }
     }
 
@@ -137,6 +147,57 @@ impl PartitionState {
         }
     }
 
+    /// Starts moving the replicas to `target` (no two on one host, checked by the
+    /// caller): the ones not yet replicas join and follow; [`finish_move`] completes it.
+    /// Refused (false) while another move is underway or when `target` is empty or the
+    /// current set.
+    ///
+    /// [`finish_move`]: Self::finish_move
+    pub fn start_move(&mut self, target: Vec<NodeId>) -> bool {
+        if self.target.is_some() || target.is_empty() || target == self.replicas {
+            return false;
+        }
+        for n in &target {
+            if !self.replicas.contains(n) {
+                self.replicas.push(*n);
+            }
+        }
+        self.target = Some(target);
+        true
+    }
+
+    /// Completes a move once every replica of its target is in sync: the others leave
+    /// the replicas and the ISR, and a leader that left hands over to the first in-sync
+    /// replica of the target that `live` allows, else to the first that `unfenced`
+    /// allows (availability first), with a bumped epoch. True when it did.
+    pub fn finish_move(
+        &mut self,
+        live: impl Fn(NodeId) -> bool,
+        unfenced: impl Fn(NodeId) -> bool,
+    ) -> bool {
+        let Some(target) = self
+            .target
+            .take_if(|t| t.iter().all(|n| self.isr.contains(n)))
+        else {
+            return false;
+        };
+        self.isr = target
+            .iter()
+            .copied()
+            .filter(|n| self.isr.contains(n))
+            .collect();
+        if self.leader.is_some_and(|l| !target.contains(&l)) {
+            let mut isr = self.isr.iter().copied();
+            self.leader = isr
+                .clone()
+                .find(|n| live(*n))
+                .or_else(|| isr.find(|n| unfenced(*n)));
+            self.leader_epoch += 1;
+        }
+        self.replicas = target;
+        true
+    }
+
     /// Leadership returns to the preferred replica when it is in sync and live and
     /// another replica leads (Kafka's preferred leader election). True when it moved.
     pub fn prefer(&mut self, live: impl Fn(NodeId) -> bool) -> bool {
@@ -195,6 +256,34 @@ mod tests {
         assert!(!p.unfence_host(2), "B is not in sync");
         assert!(p.unfence_host(1));
         assert_eq!((p.leader, p.leader_epoch), (Some(A), 2));
+    }
+
+    #[test]
+    fn moved_replicas_leave_only_once_their_replacements_are_in_sync() {
+        const D: NodeId = 4096;
+        let mut p = PartitionState::new(vec![A, B, C]);
+        assert!(!p.start_move(vec![A, B, C]), "nothing to move");
+        assert!(p.start_move(vec![D, B, C]));
+        assert!(!p.start_move(vec![A, B, D]), "one move at a time");
+        assert_eq!(p.replicas, [A, B, C, D]);
+        assert!(p.follows(D));
+        assert!(!p.finish_move(|_| true, |_| true), "D is not in sync yet");
+        p.alter_isr(0, vec![A, B, C, D]).expect("D caught up");
+        assert!(p.finish_move(|n| n != B, |_| true));
+        assert_eq!(p.replicas, [D, B, C]);
+        assert_eq!(p.isr, [D, B, C]);
+        assert_eq!(
+            (p.leader, p.leader_epoch),
+            (Some(D), 1),
+            "A left; B not live"
+        );
+        assert_eq!(p.target, None);
+        // A follower moves without a leader change.
+        assert!(p.start_move(vec![D, B, A]));
+        p.alter_isr(1, vec![D, B, C, A]).expect("A caught up");
+        assert!(p.finish_move(|_| true, |_| true));
+        assert_eq!((p.leader, p.leader_epoch), (Some(D), 1));
+        assert_eq!(p.isr, [D, B, A]);
     }
 
     #[test]

@@ -24,7 +24,10 @@ use crate::{
         placement::{host_of, shard_of, NodeId},
     },
     shard::context::{PartitionError, ShardContext},
-    storage::{partition_log::Wait, BatchError, Offset, ProducePayload, StorageError},
+    storage::{
+        partition_log::{Truncation, Wait},
+        BatchError, Offset, ProducePayload, StorageError,
+    },
 };
 
 /// The Fetch version followers speak: the first with diverging epochs.
@@ -140,6 +143,19 @@ async fn replicate(
         let part = partition_of(answer)?;
         match ResponseError::try_from_code(part.error_code) {
             None => {}
+            Some(ResponseError::OffsetOutOfRange)
+                if part.log_start_offset > log.log_end().to_wire() =>
+            {
+                // Retention or DeleteRecords took the leader's log past everything this
+                // replica holds (a new replica, or one away for long): start again at
+                // the leader's log start.
+                let start = Offset(part.log_start_offset as u64);
+                tracing::warn!(topic = %a.topic, partition = a.partition, start = start.0, log_end = log.log_end().0, "the leader's log starts past this replica's end: starting again there");
+                ctx.cut_replica(&a.topic, a.partition, Truncation::RestartAt(start))
+                    .await
+                    .map_err(ReplicaError::Partition)?;
+                continue;
+            }
             Some(e) => return Err(ReplicaError::Refused(e)),
         }
         let diverging = &part.diverging_epoch;
@@ -150,7 +166,7 @@ async fn replicate(
                 .map_or(leader_end, |e| e.end_offset);
             let cut = leader_end.min(ours).min(log.log_end());
             tracing::warn!(topic = %a.topic, partition = a.partition, epoch = diverging.epoch, at = cut.0, log_end = log.log_end().0, "cutting a divergent tail");
-            ctx.cut_replica(&a.topic, a.partition, cut)
+            ctx.cut_replica(&a.topic, a.partition, Truncation::Tail(cut))
                 .await
                 .map_err(ReplicaError::Partition)?;
             continue;
@@ -168,6 +184,12 @@ async fn replicate(
             }
         }
         log.set_commit_cap(Offset(part.high_watermark.max(0) as u64));
+        // Records the leader deleted (DeleteRecords) go here too, as far as this replica
+        // has them committed, so a new leader never serves them again.
+        let start = Offset(part.log_start_offset.max(0) as u64).min(log.high_watermark());
+        if start > log.log_start_offset() {
+            log.delete_records(start).await?;
+        }
     }
     Ok(())
 }

@@ -91,6 +91,21 @@ impl Progress {
         self.joining.retain(|n| !isr.contains(n));
     }
 
+    /// The controller changed the replica set for this epoch (replicas moving): a new
+    /// follower starts with nothing durable, caught up as of `now` (it gets a full lag
+    /// period before it counts as lagging); a removed one is forgotten.
+    pub fn set_replicas(&mut self, replicas: &[NodeId], now: Instant) {
+        self.followers.retain(|n, _| replicas.contains(n));
+        for n in replicas.iter().filter(|n| **n != self.me) {
+            self.followers.entry(*n).or_insert(Follower {
+                end: Offset(0),
+                caught_up_at: now,
+                last_fetch: None,
+            });
+        }
+        self.joining.retain(|n| replicas.contains(n));
+    }
+
     /// A proposal was refused or lost: the replicas it added no longer count.
     pub fn abandon_joining(&mut self) {
         self.joining.clear();
@@ -186,6 +201,23 @@ mod tests {
     const B: NodeId = 2048;
     const C: NodeId = 3072;
     const LAG: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn a_replica_added_by_a_move_joins_only_once_it_holds_everything() {
+        const D: NodeId = 4096;
+        let t0 = Instant::now();
+        let mut p = Progress::new(1, ME, &[ME, B], &[ME, B], Offset(5), t0);
+        p.fetched(B, Offset(5), Offset(5), t0);
+        p.set_replicas(&[ME, B, D], t0);
+        assert_eq!(p.isr_change(Offset(5), LAG, t0), None, "D holds nothing");
+        p.fetched(D, Offset(3), Offset(5), t0);
+        assert_eq!(p.isr_change(Offset(5), LAG, t0), None);
+        p.fetched(D, Offset(5), Offset(5), t0);
+        let change = p.isr_change(Offset(5), LAG, t0).expect("D joins");
+        assert_eq!(change.joining, [D]);
+        p.set_replicas(&[ME, D], t0);
+        assert!(!p.fetched(B, Offset(5), Offset(5), t0), "B left");
+    }
 
     #[test]
     fn the_commit_cap_is_the_slowest_in_sync_follower() {

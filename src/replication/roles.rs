@@ -19,6 +19,7 @@ use crate::{
     group::journal,
     metadata::{cluster_state::OFFSETS_TOPIC, placement::NodeId},
     shard::context::ShardContext,
+    storage::Offset,
 };
 
 /// How often leaders look for ISR changes to propose, and shards for new metadata.
@@ -73,6 +74,12 @@ async fn reconcile(ctx: &Rc<ShardContext>) {
                     take_up_journal(ctx, p as u32).await;
                 }
                 if state.replicas.len() == 1 {
+                    // Alone (one replica, or the one a move left here): nothing but its
+                    // own durability holds the high watermark back.
+                    r.led.borrow_mut().remove(&key);
+                    if let Some(log) = ctx.open_log_of(&t.name, p as u32) {
+                        log.set_commit_cap(Offset(u64::MAX));
+                    }
                     continue;
                 }
                 let current = r
@@ -85,6 +92,7 @@ async fn reconcile(ctx: &Rc<ShardContext>) {
                 };
                 if current {
                     if let Some(pr) = r.led.borrow_mut().get_mut(&key) {
+                        pr.set_replicas(&state.replicas, Instant::now());
                         pr.set_isr(&state.isr);
                         apply_cap(&log, pr);
                     }

@@ -26,8 +26,9 @@ use crate::{
     metrics::{BrokerMetrics, ShardMetrics},
     replication::Replication,
     storage::{
-        partition_log::cut_log, Clock, FlushConfig, LogConfig, Offset, PartitionLog, ShardStorage,
-        ShardStorageConfig, StorageError,
+        partition_log::{cut_log, Truncation},
+        Clock, FlushConfig, LogConfig, PartitionLog, ShardStorage, ShardStorageConfig,
+        StorageError,
     },
 };
 
@@ -395,9 +396,15 @@ impl ShardContext {
             let mut logs = self.logs.borrow_mut();
             let mut stale = Vec::new();
             logs.retain(|name, parts| {
-                let current = topics.get(name).map(|t| t.id);
+                let topic = topics.get(name);
                 parts.retain(|p, (id, log)| {
-                    let keep = current == Some(*id);
+                    // Gone with its topic, or a replica moved elsewhere.
+                    let keep = topic.is_some_and(|t| {
+                        t.id == *id
+                            && t.states
+                                .get(*p as usize)
+                                .is_none_or(|s| s.replicas.contains(&self.node))
+                    });
                     if !keep {
                         stale.push(((name.clone(), *p), log.clone()));
                     }
@@ -424,7 +431,7 @@ impl ShardContext {
             }
         }
         for ((topic, p), log) in stale {
-            tracing::info!(topic = %topic, partition = p, "deleting partition of a deleted topic");
+            tracing::info!(topic = %topic, partition = p, "deleting a partition this shard no longer holds (topic deleted or replica moved)");
             if let Err(e) = log.delete().await {
                 tracing::error!(topic = %topic, partition = p, error = %e, "cannot delete partition data");
             }
@@ -585,13 +592,14 @@ impl ShardContext {
         }
     }
 
-    /// Cuts this follower's log of partition `p` of `topic` before `offset` (its tail
-    /// diverged from the leader's): closes the log, cuts its files, and opens it again.
+    /// Truncates this follower's log of partition `p` of `topic` as `how` says (its tail
+    /// diverged from the leader's, or the leader's log starts past its end): closes the
+    /// log, cuts its files, and opens it again.
     pub async fn cut_replica(
         &self,
         topic: &str,
         p: u32,
-        offset: Offset,
+        how: Truncation,
     ) -> Result<PartitionLog, PartitionError> {
         {
             let _permit = self
@@ -611,10 +619,10 @@ impl ShardContext {
             let dir = log.dir().to_path_buf();
             let cut = async {
                 log.close().await?;
-                cut_log(&dir, offset).await
+                cut_log(&dir, how).await
             };
             if let Err(e) = cut.await {
-                tracing::error!(topic, partition = p, error = %e, "cannot cut a divergent tail");
+                tracing::error!(topic, partition = p, error = %e, ?how, "cannot truncate a replica");
                 return Err(PartitionError::Storage);
             }
         }

@@ -58,7 +58,7 @@ mod timestamp_lookup;
 pub use delete_records::LOG_START_FILE;
 pub use durable::{Durable, Wait};
 pub use leader_epochs::{EpochEnd, LeaderEpochs};
-pub use replica::cut_log;
+pub use replica::{cut_log, Truncation};
 pub use timestamp_lookup::{TimestampOffset, TimestampQuery};
 
 use log_dir::{list_segments, sync_dir};

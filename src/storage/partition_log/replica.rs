@@ -137,11 +137,48 @@ fn cut_segment(path: &Path, offset: Offset) -> Result<()> {
     file.sync_all().map_err(io("fsync"))
 }
 
-/// Cuts the closed log in `dir` before `offset` (see [`cut_log_dir`]), off the reactor.
-/// The shard closes a follower's log, cuts it and opens it again.
-pub async fn cut_log(dir: &Path, offset: Offset) -> Result<()> {
+/// Empties the closed log in `dir` so that it starts (and ends) at `start`: every file
+/// goes, highest segments first (a crash part-way leaves a shorter log, which the next
+/// attempt empties), and one empty segment based at `start` is created. Blocking: run
+/// it on the blocking pool, with the log closed.
+fn restart_log_dir(dir: &Path, start: Offset) -> Result<()> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| StorageError::io("list", dir, e))? {
+        let entry = entry.map_err(|e| StorageError::io("list", dir, e))?;
+        if entry.file_type().is_ok_and(|t| t.is_file()) {
+            files.push(entry.path());
+        }
+    }
+    // Segment names are zero-padded offsets: reverse name order is highest first.
+    files.sort();
+    for path in files.iter().rev() {
+        std::fs::remove_file(path).map_err(|e| StorageError::io("remove", path, e))?;
+    }
+    let paths = SegmentPaths::new(dir, start);
+    std::fs::File::create(&paths.log).map_err(|e| StorageError::io("create", &paths.log, e))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StorageError::io("fsync dir", dir, e))
+}
+
+/// How a follower's log is truncated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Truncation {
+    /// A divergent tail: the log ends just before this offset (a batch boundary).
+    Tail(Offset),
+    /// The leader's log starts past this log's end: everything goes and the log starts
+    /// again, empty, at the leader's log start (Kafka's truncateFullyAndStartAt).
+    RestartAt(Offset),
+}
+
+/// Truncates the closed log in `dir` as `how` says, off the reactor. The shard closes a
+/// follower's log, truncates it and opens it again.
+pub async fn cut_log(dir: &Path, how: Truncation) -> Result<()> {
     let owned = dir.to_path_buf();
     glommio::executor()
-        .spawn_blocking(move || cut_log_dir(&owned, offset))
+        .spawn_blocking(move || match how {
+            Truncation::Tail(offset) => cut_log_dir(&owned, offset),
+            Truncation::RestartAt(start) => restart_log_dir(&owned, start),
+        })
         .await
 }
