@@ -1,5 +1,5 @@
 //! The controller's partition state machine under random sequences of host fencing and
-//! return, drains (with and without moving replicas), ISR changes (current and stale)
+//! return, restarts, drains (with and without moving replicas), ISR changes (current and stale)
 //! and preferred-leader elections (`ClusterState::apply`, which every voter runs on the
 //! same log): after every command, each partition's replicas sit on distinct hosts and
 //! change only by a move starting (replicas added) or finishing (the target, once in
@@ -53,6 +53,8 @@ enum Op {
     Fence(u32, bool),
     /// Host, draining, moving its replicas.
     Drain(u32, bool, bool),
+    /// A host registers again as a new process.
+    Restart(u32),
     /// Topic index, partition, epoch offset from the current one (0 = current), ISR picks.
     AlterIsr(usize, u32, i32, Vec<bool>),
     Prefer,
@@ -62,6 +64,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (1u32..=4, any::<bool>()).prop_map(|(h, f)| Op::Fence(h, f)),
         (1u32..=4, any::<bool>(), any::<bool>()).prop_map(|(h, d, m)| Op::Drain(h, d, m)),
+        (1u32..=4).prop_map(Op::Restart),
         (
             0usize..3,
             0u32..4,
@@ -84,6 +87,12 @@ fn command(s: &ClusterState, op: &Op) -> Command {
             draining: *draining,
             reassign: *reassign,
         },
+        Op::Restart(h) => {
+            let mut record = s.hosts[h].clone();
+            record.incarnation += 1;
+            record.fenced = false;
+            Command::RegisterHost { host: *h, record }
+        }
         Op::AlterIsr(t, p, offset, picks) => {
             let name = ["three", "two", "one"][*t];
             let state = &s.topics[name].states[*p as usize];
@@ -195,6 +204,13 @@ proptest! {
             for (name, t) in &s.topics {
                 for (p, after) in t.states.iter().enumerate() {
                     check(&before.topics[name].states[p], after, &s)?;
+                    if let Op::Restart(h) = op {
+                        // A restarted host leads only what nobody else kept in sync.
+                        let on_host = |n: &i32| n / 1024 == *h as i32;
+                        if after.leader.is_some_and(|l| on_host(&l)) {
+                            prop_assert!(after.isr.iter().all(on_host), "restarted into leadership: {:?}", after);
+                        }
+                    }
                 }
             }
         }

@@ -293,9 +293,25 @@ impl ClusterState {
                 }
             }
             Command::RegisterHost { host, mut record } => {
+                let previous = self.hosts.get(&host).cloned();
                 // A drain outlives the host's restarts until it is undone.
-                record.draining = self.hosts.get(&host).is_some_and(|h| h.draining);
+                record.draining = previous.as_ref().is_some_and(|h| h.draining);
+                let incarnation = record.incarnation;
                 self.hosts.insert(host, record);
+                match previous {
+                    // A new process of a host never fenced (it restarted within its
+                    // session): as Kafka fences a broker's old incarnation, its
+                    // leadership moves to in-sync replicas elsewhere and it leaves every
+                    // ISR it is not the last of — it comes back by catching up, never
+                    // as the leader it was with whatever its restart kept.
+                    Some(p) if !p.fenced && p.incarnation != incarnation => {
+                        self.elect_leaders(host, true);
+                        self.elect_leaders(host, false);
+                    }
+                    // Back from fenced: partitions only it kept in sync are led again.
+                    Some(p) if p.fenced => self.elect_leaders(host, false),
+                    _ => {}
+                }
             }
             Command::SetDraining {
                 host,
