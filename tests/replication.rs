@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     cluster::{create_topic as create, run_weir, Cluster},
-    interop::{python, run_script_logged, script, spawn_script},
+    interop::{python, run_script_logged, script, spawn_script_logged},
     kafka_client::produce_request,
     kcat,
     loop_mount::mount_small_ext4,
@@ -280,17 +280,37 @@ fn under_load(cluster: &mut Cluster, topic: &str, fault: impl FnOnce(&mut Cluste
         .map(|h| cluster.host(h).bootstrap())
         .collect::<Vec<_>>()
         .join(",");
-    let spawn = |args: &[&str]| spawn_script("kill_loop.py", args, 600);
-    let mut producer = spawn(&["produce", &bootstrap, topic, &stop, &acked]);
+    // Their stderr (the last lines of it) is shown if they fail.
+    let (producer_log, consumer_log) = (dir.join("producer.log"), dir.join("consumer.log"));
+    let spawn = |args: &[&str], log: &std::path::Path| {
+        spawn_script_logged("kill_loop.py", args, 600, Some(log))
+    };
+    let mut producer = spawn(
+        &["produce", &bootstrap, topic, &stop, &acked],
+        &producer_log,
+    );
     std::thread::sleep(Duration::from_millis(500));
-    let mut consumer = spawn(&["consume", &bootstrap, topic, &stop, &commits, &seen]);
+    let mut consumer = spawn(
+        &["consume", &bootstrap, topic, &stop, &commits, &seen],
+        &consumer_log,
+    );
     fault(cluster);
     std::thread::sleep(Duration::from_secs(2));
     std::fs::write(&stop, b"").expect("stop");
+    let tail = |path: &std::path::Path| {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    };
     let logs = |cluster: &mut Cluster| -> String {
-        (1..=3)
+        let hosts: String = (1..=3)
             .map(|h| format!("--- host {h}\n{}", cluster.host(h).log()))
-            .collect()
+            .collect();
+        format!(
+            "--- producer\n{}\n--- consumer\n{}\n{hosts}",
+            tail(&producer_log),
+            tail(&consumer_log)
+        )
     };
     assert!(
         producer.wait().expect("producer").success(),

@@ -105,6 +105,7 @@ async fn read_all(
                             partition.last_fetched_epoch,
                         );
                         if let FetchCheck::Diverging(end) = check {
+                            tracing::info!(topic = %name, partition = partition.partition, replica = req.replica_id.0, offset = offset.0, last_epoch = partition.last_fetched_epoch, epoch = end.epoch, end = end.end_offset.0, log_end = log.log_end().0, "a replica's log diverged: telling it where to cut");
                             d.diverging_epoch.epoch = end.epoch;
                             d.diverging_epoch.end_offset = end.end_offset.to_wire();
                             d.high_watermark = log.high_watermark().to_wire();

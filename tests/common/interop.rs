@@ -28,13 +28,29 @@ pub fn script(name: &str) -> PathBuf {
 /// `seconds`), its output discarded: clients that run beside faults (librdkafka reports
 /// every refused reconnect).
 pub fn spawn_script(name: &str, args: &[&str], seconds: u32) -> std::process::Child {
+    spawn_script_logged(name, args, seconds, None)
+}
+
+/// [`spawn_script`], its output written to `log` (a file, replaced) when given: for a
+/// failing client to say why.
+pub fn spawn_script_logged(
+    name: &str,
+    args: &[&str],
+    seconds: u32,
+    log: Option<&std::path::Path>,
+) -> std::process::Child {
+    let out = || match log {
+        Some(path) => std::fs::File::create(path)
+            .map_or(std::process::Stdio::null(), std::process::Stdio::from),
+        None => std::process::Stdio::null(),
+    };
     Command::new("timeout")
         .arg(seconds.to_string())
         .arg(python())
         .arg(script(name))
         .args(args)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(out())
         .spawn()
         .expect("start a python client")
 }

@@ -40,11 +40,15 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-/// A scratch directory under `target/test-data` (ext4, not tmpfs), removed on drop.
+/// A scratch directory under `target/test-data` (ext4, not tmpfs), removed on drop
+/// unless `WEIR_KEEP_TEST_DATA` is set (to read a failed test's logs and files).
 pub fn scratch_dir() -> tempfile::TempDir {
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-data");
     std::fs::create_dir_all(&base).expect("create target/test-data");
-    tempfile::tempdir_in(base).expect("tempdir")
+    tempfile::Builder::new()
+        .disable_cleanup(std::env::var_os("WEIR_KEEP_TEST_DATA").is_some())
+        .tempdir_in(base)
+        .expect("tempdir")
 }
 
 /// Flush settings for tests: durable, short interval.
