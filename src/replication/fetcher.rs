@@ -1,15 +1,24 @@
-//! A follower shard's replica fetcher for one partition: a Kafka client of its leader
-//! shard's own port (Fetch v12 with its replica id, long-polling), appending what it
-//! gets with the leader's offsets and epochs through its own group commit, and asking
-//! for more only once that is durable — so the offset it reports is durable here. A
-//! divergent tail (the leader's diverging-epoch answer) is cut before going on.
+//! A follower shard's replica fetcher for one leader node (Kafka's replica fetcher per
+//! source broker, here per shard): a Kafka client of the leader shard's own port that
+//! asks for every partition of its [`FetchSession`] in one long-polling Fetch (v12, with
+//! its replica id), appends what each gets with the leader's offsets and epochs through
+//! the shard's own group commit — one flush round for all of them — and asks again only
+//! once that is durable, so every offset it reports is durable here. A divergent tail
+//! (the leader's diverging-epoch answer) is cut, and a log the leader's log start passed
+//! starts again there. A partition's own failure makes it sit out a moment; the others
+//! go on.
 
-use std::{cell::Cell, rc::Rc, time::Duration};
+use std::{
+    collections::HashMap,
+    rc::Rc,
+    time::{Duration, Instant},
+};
 
 use kafka_protocol::{
     messages::{
         fetch_request::{FetchPartition, FetchTopic},
-        BrokerId, FetchRequest, FetchResponse,
+        fetch_response::PartitionData,
+        BrokerId, FetchRequest,
     },
     ResponseError,
 };
@@ -18,6 +27,7 @@ use weir_client::{
     ClientError,
 };
 
+use super::{sessions::FetchSession, PartitionKey};
 use crate::{
     metadata::{
         cluster_state::OFFSETS_TOPIC,
@@ -25,8 +35,8 @@ use crate::{
     },
     shard::context::{PartitionError, ShardContext},
     storage::{
-        partition_log::{Truncation, Wait},
-        BatchError, Offset, ProducePayload, StorageError,
+        partition_log::{Appended, Truncation, Wait},
+        BatchError, Offset, PartitionLog, ProducePayload, StorageError,
     },
 };
 
@@ -38,8 +48,10 @@ const MAX_WAIT_MS: i32 = 500;
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 /// The pause before trying again after a failure.
 const RETRY: Duration = Duration::from_millis(200);
-/// The most record bytes one fetch asks for.
-const FETCH_BYTES_MAX: i32 = 8 << 20;
+/// The most record bytes one fetch asks for, over all its partitions.
+const FETCH_BYTES_MAX: i32 = 16 << 20;
+/// The most record bytes one fetch asks for of one partition.
+const PARTITION_BYTES_MAX: i32 = 4 << 20;
 
 /// Why a round of replication stopped.
 #[derive(Debug, thiserror::Error)]
@@ -62,39 +74,41 @@ pub enum ReplicaError {
     /// The leader refused the fetch.
     #[error("the leader answered {0:?}")]
     Refused(ResponseError),
-    /// The leader's answer was not about the partition asked for.
-    #[error("the leader's answer lacks the partition")]
-    Malformed,
     /// Offsets journal records could not be applied.
     #[error("offsets journal: {0}")]
     Journal(String),
 }
 
-/// What this follower replicates, and from whom.
-#[derive(Debug, Clone)]
-pub struct Assignment {
-    /// The topic.
-    pub topic: String,
-    /// The partition.
-    pub partition: u32,
-    /// The leader's node.
-    pub leader: NodeId,
-    /// The leader's epoch.
-    pub epoch: i32,
+/// A partition asked for in one fetch.
+struct Asked {
+    key: PartitionKey,
+    epoch: i32,
+    log: PartitionLog,
 }
 
-/// Replicates `a` until `stop` is set (the metadata named another leader or epoch).
-pub async fn follow(ctx: Rc<ShardContext>, a: Assignment, stop: Rc<Cell<bool>>) {
-    tracing::info!(topic = %a.topic, partition = a.partition, leader = a.leader, epoch = a.epoch, "following");
+/// Batches appended from one answer, waiting to be durable.
+struct Appending {
+    key: PartitionKey,
+    log: PartitionLog,
+    appended: Appended,
+    /// Kept for the offsets journal, whose replicas apply what they hold.
+    journal: Option<ProducePayload>,
+    answer: PartitionData,
+}
+
+/// Fetches `session`'s partitions from its leader until the session is stopped.
+pub async fn run(ctx: Rc<ShardContext>, session: Rc<FetchSession>) {
+    let leader = session.leader;
+    tracing::info!(leader, "fetching from a leader");
     let mut failures = 0u32;
-    while !stop.get() {
-        let Some(addr) = leader_addr(&ctx, a.leader) else {
+    while !session.stopped() {
+        let Some(addr) = leader_addr(&ctx, leader) else {
             glommio::timer::sleep(RETRY).await;
             continue;
         };
         let result = match connect(&addr, "weir-replica").await {
             Ok((mut writer, mut reader)) => {
-                replicate(&ctx, &a, &stop, &mut writer, &mut reader).await
+                replicate(&ctx, &session, &mut writer, &mut reader).await
             }
             Err(e) => Err(e.into()),
         };
@@ -102,12 +116,12 @@ pub async fn follow(ctx: Rc<ShardContext>, a: Assignment, stop: Rc<Cell<bool>>) 
             failures += 1;
             // The first failure and every 50th after it: a dead leader is not a flood.
             if failures % 50 == 1 {
-                tracing::warn!(topic = %a.topic, partition = a.partition, leader = a.leader, error = %e, "replica fetch failed; retrying");
+                tracing::warn!(leader, error = %e, "replica fetch failed; retrying");
             }
             glommio::timer::sleep(RETRY).await;
         }
     }
-    tracing::debug!(topic = %a.topic, partition = a.partition, "stopped following");
+    tracing::debug!(leader, "stopped fetching from a leader");
 }
 
 /// `host:port` of the leader node's plaintext listener, from the metadata.
@@ -120,17 +134,23 @@ fn leader_addr(ctx: &ShardContext, leader: NodeId) -> Option<String> {
 
 async fn replicate(
     ctx: &ShardContext,
-    a: &Assignment,
-    stop: &Cell<bool>,
+    session: &FetchSession,
     writer: &mut RequestWriter,
     reader: &mut ResponseReader,
 ) -> Result<(), ReplicaError> {
-    while !stop.get() {
-        let log = ctx
-            .replica(&a.topic, a.partition)
-            .await
-            .map_err(ReplicaError::Partition)?;
-        let request = fetch_request(ctx.node, a, &log);
+    while !session.stopped() {
+        let mut asked = Vec::new();
+        for (key, epoch) in session.due(Instant::now()) {
+            match ctx.replica(&key.0, key.1).await {
+                Ok(log) => asked.push(Asked { key, epoch, log }),
+                Err(e) => sit_out(session, &key, &ReplicaError::Partition(e)),
+            }
+        }
+        if asked.is_empty() {
+            glommio::timer::sleep(RETRY).await;
+            continue;
+        }
+        let request = fetch_request(ctx.node, &asked);
         let answer = futures_lite::future::or(
             async { Some(call::<FetchRequest>(writer, reader, &request, FETCH_VERSION).await) },
             async {
@@ -140,88 +160,165 @@ async fn replicate(
         )
         .await
         .ok_or(ReplicaError::Timeout(ANSWER_TIMEOUT))??;
-        let part = partition_of(answer)?;
-        match ResponseError::try_from_code(part.error_code) {
-            None => {}
-            Some(ResponseError::OffsetOutOfRange)
-                if part.log_start_offset > log.log_end().to_wire() =>
-            {
-                // Retention or DeleteRecords took the leader's log past everything this
-                // replica holds (a new replica, or one away for long): start again at
-                // the leader's log start.
-                let start = Offset(part.log_start_offset as u64);
-                tracing::warn!(topic = %a.topic, partition = a.partition, start = start.0, log_end = log.log_end().0, "the leader's log starts past this replica's end: starting again there");
-                ctx.cut_replica(&a.topic, a.partition, Truncation::RestartAt(start))
-                    .await
-                    .map_err(ReplicaError::Partition)?;
+        let mut answers: HashMap<(String, u32), PartitionData> = answer
+            .responses
+            .into_iter()
+            .flat_map(|t| {
+                let topic = t.topic.0.to_string();
+                t.partitions
+                    .into_iter()
+                    .map(move |p| ((topic.clone(), p.partition_index as u32), p))
+            })
+            .collect();
+        // Every partition's batches go into the group commit first, then all are
+        // waited for together: one flush round, not one per partition.
+        let mut appending = Vec::new();
+        for a in asked {
+            let Some(part) = answers.remove(&a.key) else {
+                continue;
+            };
+            if !session.current(&a.key, a.epoch) {
                 continue;
             }
-            Some(e) => return Err(ReplicaError::Refused(e)),
-        }
-        let diverging = &part.diverging_epoch;
-        if diverging.epoch >= 0 || diverging.end_offset >= 0 {
-            let leader_end = Offset(diverging.end_offset.max(0) as u64);
-            let ours = log
-                .epoch_end(diverging.epoch)
-                .map_or(leader_end, |e| e.end_offset);
-            let cut = leader_end.min(ours).min(log.log_end());
-            tracing::warn!(topic = %a.topic, partition = a.partition, epoch = diverging.epoch, at = cut.0, log_end = log.log_end().0, "cutting a divergent tail");
-            ctx.cut_replica(&a.topic, a.partition, Truncation::Tail(cut))
-                .await
-                .map_err(ReplicaError::Partition)?;
-            continue;
-        }
-        if let Some(records) = part.records.filter(|r| !r.is_empty()) {
-            let payload = ProducePayload::validate(records, usize::MAX)?;
-            let appended = log.append_replica(&payload).await?;
-            appended.durable.waiting_for(Wait::Local).await?;
-            if a.topic == OFFSETS_TOPIC {
-                // A journal replica applies the commits it now holds to its host's LMDB.
-                ctx.coordinator
-                    .apply_journal(&payload)
-                    .await
-                    .map_err(|e| ReplicaError::Journal(e.to_string()))?;
+            match take(ctx, a.key.clone(), a.log, part).await {
+                Ok(Some(x)) => appending.push(x),
+                Ok(None) => {}
+                Err(e) => sit_out(session, &a.key, &e),
             }
         }
-        log.set_commit_cap(Offset(part.high_watermark.max(0) as u64));
-        // Records the leader deleted (DeleteRecords) go here too, as far as this replica
-        // has them committed, so a new leader never serves them again.
-        let start = Offset(part.log_start_offset.max(0) as u64).min(log.high_watermark());
-        if start > log.log_start_offset() {
-            log.delete_records(start).await?;
+        for x in appending {
+            let key = x.key.clone();
+            if let Err(e) = settle(ctx, x).await {
+                sit_out(session, &key, &e);
+            }
         }
     }
     Ok(())
 }
 
-fn fetch_request(me: NodeId, a: &Assignment, log: &crate::storage::PartitionLog) -> FetchRequest {
-    let mut p = FetchPartition::default();
-    p.partition = a.partition as i32;
-    p.current_leader_epoch = a.epoch;
-    // Everything below the log end is durable: each fetch waits for the last append.
-    p.fetch_offset = log.log_end().to_wire();
-    p.last_fetched_epoch = log.leader_epochs().latest().unwrap_or(-1);
-    p.log_start_offset = log.log_start_offset().to_wire();
-    p.partition_max_bytes = FETCH_BYTES_MAX;
-    let mut t = FetchTopic::default();
-    t.topic = crate::api::topic_name(&a.topic);
-    t.partitions = vec![p];
+/// `key` failed by itself: logged (its first failure and every 50th), and it sits out
+/// the fetches for a moment while the others go on.
+fn sit_out(session: &FetchSession, key: &PartitionKey, e: &ReplicaError) {
+    let failures = session.sit_out(key, Instant::now() + RETRY);
+    if failures % 50 == 1 {
+        tracing::warn!(topic = %key.0, partition = key.1, leader = session.leader, error = %e, "replica fetch failed; retrying");
+    }
+}
+
+/// Takes one partition's answer: cuts or restarts its log as the leader says, or
+/// appends its batches (to be waited for by [`settle`]); an answer without batches
+/// is settled at once.
+async fn take(
+    ctx: &ShardContext,
+    key: PartitionKey,
+    log: PartitionLog,
+    part: PartitionData,
+) -> Result<Option<Appending>, ReplicaError> {
+    match ResponseError::try_from_code(part.error_code) {
+        None => {}
+        Some(ResponseError::OffsetOutOfRange)
+            if part.log_start_offset > log.log_end().to_wire() =>
+        {
+            // Retention or DeleteRecords took the leader's log past everything this
+            // replica holds (a new replica, or one away for long): start again at the
+            // leader's log start.
+            let start = Offset(part.log_start_offset as u64);
+            tracing::warn!(topic = %key.0, partition = key.1, start = start.0, log_end = log.log_end().0, "the leader's log starts past this replica's end: starting again there");
+            ctx.cut_replica(&key.0, key.1, Truncation::RestartAt(start))
+                .await
+                .map_err(ReplicaError::Partition)?;
+            return Ok(None);
+        }
+        Some(e) => return Err(ReplicaError::Refused(e)),
+    }
+    let diverging = &part.diverging_epoch;
+    if diverging.epoch >= 0 || diverging.end_offset >= 0 {
+        let leader_end = Offset(diverging.end_offset.max(0) as u64);
+        let ours = log
+            .epoch_end(diverging.epoch)
+            .map_or(leader_end, |e| e.end_offset);
+        let cut = leader_end.min(ours).min(log.log_end());
+        tracing::warn!(topic = %key.0, partition = key.1, epoch = diverging.epoch, at = cut.0, log_end = log.log_end().0, "cutting a divergent tail");
+        ctx.cut_replica(&key.0, key.1, Truncation::Tail(cut))
+            .await
+            .map_err(ReplicaError::Partition)?;
+        return Ok(None);
+    }
+    match part.records.as_ref().filter(|r| !r.is_empty()) {
+        Some(records) => {
+            let payload = ProducePayload::validate(records.clone(), usize::MAX)?;
+            let appended = log.append_replica(&payload).await?;
+            let journal = (key.0 == OFFSETS_TOPIC).then_some(payload);
+            Ok(Some(Appending {
+                key,
+                log,
+                appended,
+                journal,
+                answer: part,
+            }))
+        }
+        None => {
+            follow_leader(&log, &part).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// Waits until an answer's batches are durable here, then applies what follows from
+/// them: offsets journal commits to the host's LMDB, the leader's high watermark and
+/// log start.
+async fn settle(ctx: &ShardContext, x: Appending) -> Result<(), ReplicaError> {
+    x.appended.durable.waiting_for(Wait::Local).await?;
+    if let Some(payload) = &x.journal {
+        // A journal replica applies the commits it now holds to its host's LMDB.
+        ctx.coordinator
+            .apply_journal(payload)
+            .await
+            .map_err(|e| ReplicaError::Journal(e.to_string()))?;
+    }
+    follow_leader(&x.log, &x.answer).await
+}
+
+/// The leader's high watermark and log start, as far as this replica holds them:
+/// records the leader deleted (DeleteRecords) go here too, so a new leader never serves
+/// them again.
+async fn follow_leader(log: &PartitionLog, part: &PartitionData) -> Result<(), ReplicaError> {
+    log.follow_high_watermark(Offset(part.high_watermark.max(0) as u64));
+    let start = Offset(part.log_start_offset.max(0) as u64).min(log.high_watermark());
+    if start > log.log_start_offset() {
+        log.delete_records(start).await?;
+    }
+    Ok(())
+}
+
+/// One Fetch for every partition of `asked`, from each one's log end (everything
+/// below it is durable: each fetch waits for the previous one's appends).
+fn fetch_request(me: NodeId, asked: &[Asked]) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for a in asked {
+        let mut p = FetchPartition::default();
+        p.partition = a.key.1 as i32;
+        p.current_leader_epoch = a.epoch;
+        p.fetch_offset = a.log.log_end().to_wire();
+        p.last_fetched_epoch = a.log.leader_epochs().latest().unwrap_or(-1);
+        p.log_start_offset = a.log.log_start_offset().to_wire();
+        p.partition_max_bytes = PARTITION_BYTES_MAX;
+        // `asked` is in key order: a topic's partitions are adjacent.
+        match topics.last_mut() {
+            Some(t) if t.topic.0.as_str() == a.key.0 => t.partitions.push(p),
+            _ => {
+                let mut t = FetchTopic::default();
+                t.topic = crate::api::topic_name(&a.key.0);
+                t.partitions = vec![p];
+                topics.push(t);
+            }
+        }
+    }
     let mut r = FetchRequest::default();
     r.replica_id = BrokerId(me);
     r.max_wait_ms = MAX_WAIT_MS;
     r.min_bytes = 1;
     r.max_bytes = FETCH_BYTES_MAX;
-    r.topics = vec![t];
+    r.topics = topics;
     r
-}
-
-fn partition_of(
-    answer: FetchResponse,
-) -> Result<kafka_protocol::messages::fetch_response::PartitionData, ReplicaError> {
-    answer
-        .responses
-        .into_iter()
-        .next()
-        .and_then(|t| t.partitions.into_iter().next())
-        .ok_or(ReplicaError::Malformed)
 }

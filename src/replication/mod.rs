@@ -1,16 +1,18 @@
 //! Kafka's ISR replication, per shard. For every partition it holds a replica of, a
 //! shard either leads — it tracks its followers ([`progress`]), caps the high watermark
 //! at the least durable end over the ISR, and proposes ISR changes to the controller —
-//! or follows — it runs a [`fetcher`] against its leader shard's own port. Which one is
-//! the controller's decision, read from each metadata snapshot ([`roles`]). This
-//! module holds a shard's roles; [`roles`] and [`fetcher`] act on them.
+//! or follows — a [`fetcher`] per leader shard fetches all the partitions it follows
+//! there ([`sessions`]) from that shard's own port. Which one is the controller's
+//! decision, read from each metadata snapshot ([`roles`]). This module holds a shard's
+//! roles; [`roles`] and [`fetcher`] act on them.
 
 pub mod fetcher;
 pub mod progress;
 pub mod roles;
+pub mod sessions;
 
 use std::{
-    cell::{Cell, RefCell},
+    cell::RefCell,
     collections::{HashMap, HashSet},
     rc::Rc,
     time::Instant,
@@ -22,15 +24,14 @@ use crate::{
 };
 
 use progress::Progress;
+use sessions::FetchSession;
 
 type PartitionKey = (String, u32);
 
-/// A partition this shard follows: whom, at which epoch, and the switch that stops its
-/// fetcher.
+/// A partition this shard follows: whom, at which epoch.
 struct Following {
     leader: NodeId,
     epoch: i32,
-    stop: Rc<Cell<bool>>,
 }
 
 /// One shard's replication roles.
@@ -38,6 +39,8 @@ struct Following {
 pub struct Replication {
     led: RefCell<HashMap<PartitionKey, Progress>>,
     followed: RefCell<HashMap<PartitionKey, Following>>,
+    /// The fetch session with each leader node this shard follows partitions of.
+    sessions: RefCell<HashMap<NodeId, Rc<FetchSession>>>,
     proposing: RefCell<HashSet<PartitionKey>>,
     /// Offsets journal partitions this shard leads whose commits are applied to LMDB.
     journals_ready: RefCell<HashSet<u32>>,
@@ -69,9 +72,16 @@ impl Replication {
             .unwrap_or(0)
     }
 
+    /// Stops following `key`; a session left without partitions ends.
     fn stop_following(&self, key: &PartitionKey) {
-        if let Some(f) = self.followed.borrow_mut().remove(key) {
-            f.stop.set(true);
+        let Some(f) = self.followed.borrow_mut().remove(key) else {
+            return;
+        };
+        let mut sessions = self.sessions.borrow_mut();
+        if sessions.get(&f.leader).is_some_and(|s| s.remove(key)) {
+            if let Some(s) = sessions.remove(&f.leader) {
+                s.stop();
+            }
         }
     }
 

@@ -3,17 +3,14 @@
 //! stepping down. Runs on the shard, driven by [`run`].
 
 use std::{
-    cell::Cell,
     collections::HashSet,
     rc::{Rc, Weak},
     time::{Duration, Instant},
 };
 
 use super::{
-    apply_cap,
-    fetcher::{self, Assignment},
-    progress::Progress,
-    Following, PartitionKey, Replication,
+    apply_cap, fetcher, progress::Progress, sessions::FetchSession, Following, PartitionKey,
+    Replication,
 };
 use crate::{
     group::journal,
@@ -198,27 +195,16 @@ fn follow(ctx: &Rc<ShardContext>, key: PartitionKey, leader: NodeId, epoch: i32)
         return;
     }
     r.stop_following(&key);
-    let stop = Rc::new(Cell::new(false));
-    let assignment = Assignment {
-        topic: key.0.clone(),
-        partition: key.1,
-        leader,
-        epoch,
-    };
-    glommio::spawn_local(fetcher::follow(
-        Rc::clone(ctx),
-        assignment,
-        Rc::clone(&stop),
-    ))
-    .detach();
-    r.followed.borrow_mut().insert(
-        key,
-        Following {
-            leader,
-            epoch,
-            stop,
-        },
-    );
+    let session = Rc::clone(r.sessions.borrow_mut().entry(leader).or_insert_with(|| {
+        let session = Rc::new(FetchSession::new(leader));
+        glommio::spawn_local(fetcher::run(Rc::clone(ctx), Rc::clone(&session))).detach();
+        session
+    }));
+    tracing::info!(topic = %key.0, partition = key.1, leader, epoch, "following");
+    session.add(key.clone(), epoch);
+    r.followed
+        .borrow_mut()
+        .insert(key, Following { leader, epoch });
 }
 
 /// Each led partition's leader proposes the ISR change its followers' progress calls

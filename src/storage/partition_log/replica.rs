@@ -40,6 +40,28 @@ impl PartitionLog {
         self.shared.env.flusher.watermarks_moved();
     }
 
+    /// On a follower, the high watermark its leader sent: the commit cap, and the high
+    /// watermark itself as far as this replica holds it (Kafka's follower high watermark,
+    /// min(leader's, log end)) — even when that is lower. A log opened after a restart
+    /// or a cut starts with its high watermark at its log end, which may be past what was
+    /// committed, and a new leader's high watermark can trail its predecessor's; followers
+    /// serve no reads, so nobody saw the higher value, and a follower elected leader then
+    /// starts from one that is committed.
+    pub fn follow_high_watermark(&self, leader_hw: Offset) {
+        let mut st = self.shared.state.borrow_mut();
+        st.commit_cap = Some(leader_hw);
+        let before = st.high_watermark;
+        st.high_watermark = st.high_watermark.min(leader_hw).max(st.log_start);
+        st.advance_high_watermark();
+        if st.high_watermark <= before {
+            return;
+        }
+        let woken = st.ready_waiters();
+        drop(st);
+        woken.into_iter().for_each(std::task::Waker::wake);
+        self.shared.env.flusher.watermarks_moved();
+    }
+
     /// This replica stopped leading: appends still waiting to be committed fail (the
     /// new leader may cut them), those already committed are unaffected.
     pub fn step_down(&self) {

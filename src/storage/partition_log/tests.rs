@@ -170,6 +170,96 @@ fn idempotent_retries_are_not_stored_twice_even_after_reopen() {
 }
 
 #[test]
+fn a_followers_high_watermark_is_its_leaders_as_far_as_it_holds_it() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let path = dir.path().join("t-0");
+        let (log, _) = storage
+            .open_log(&path, LogConfig::default())
+            .await
+            .expect("open");
+        for seq in 0..3 {
+            let appended = log
+                .append(&idempotent(seq * 3, 0), 0)
+                .await
+                .expect("append");
+            appended.durable.await.expect("durable");
+        }
+        assert_eq!(log.high_watermark(), Offset(9), "not replicated: durable");
+        log.follow_high_watermark(Offset(4));
+        assert_eq!(log.high_watermark(), Offset(4), "back to the leader's");
+        log.follow_high_watermark(Offset(100));
+        assert_eq!(log.high_watermark(), Offset(9), "no further than it holds");
+        log.close().await.expect("close");
+        // Reopened (a restart): everything local counts until the leader says less.
+        let (reopened, _) = storage
+            .open_log(&path, LogConfig::default())
+            .await
+            .expect("reopen");
+        assert_eq!(reopened.high_watermark(), Offset(9));
+        reopened.follow_high_watermark(Offset(6));
+        assert_eq!(reopened.high_watermark(), Offset(6));
+        reopened.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+#[test]
+fn closing_while_appends_stream_in_keeps_everything_made_durable() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let path = dir.path().join("t-0");
+        for round in 0..20u64 {
+            let (log, _) = storage
+                .open_log(&path, LogConfig::default())
+                .await
+                .expect("open");
+            let durable_max = Rc::new(std::cell::Cell::new(Offset(0)));
+            let writer = {
+                let (log, durable_max) = (log.clone(), Rc::clone(&durable_max));
+                glommio::spawn_local(async move {
+                    let mut waits = Vec::new();
+                    // Bounded (a close that never comes must not fill the disk), and
+                    // yielding so the close and the flushes get their turns.
+                    for _ in 0..5_000 {
+                        glommio::executor().yield_task_queue_now().await;
+                        let Ok(a) = log.append(&one_batch(7), 0).await else {
+                            break;
+                        };
+                        let (end, durable_max) = (a.last_offset, Rc::clone(&durable_max));
+                        waits.push(glommio::spawn_local(async move {
+                            if a.durable.await.is_ok() {
+                                durable_max.set(durable_max.get().max(Offset(end.0 + 1)));
+                            }
+                        }));
+                    }
+                    for w in waits {
+                        w.await;
+                    }
+                })
+            };
+            glommio::timer::sleep(std::time::Duration::from_millis(3 + round % 7)).await;
+            log.close().await.expect("close");
+            writer.await;
+            let (reopened, _) = storage
+                .open_log(&path, LogConfig::default())
+                .await
+                .expect("reopen");
+            assert!(
+                reopened.log_end() >= durable_max.get(),
+                "round {round}: reopened at {:?}, {:?} was durable",
+                reopened.log_end(),
+                durable_max.get()
+            );
+            reopened.close().await.expect("close");
+        }
+        storage.shutdown().await;
+    });
+}
+
+#[test]
 fn failed_fdatasync_fences_the_partition_until_reopened() {
     fails_then_fences("fdatasync", 5);
 }
