@@ -622,6 +622,18 @@ fn a_rolling_restart_under_load_loses_nothing_acknowledged() {
                 r.leader >= 0 && r.isr.len() == 3
             });
             cluster.host(id).stop();
+            // A controlled shutdown: its leadership moved before it went, so clients
+            // are redirected at once, not after a session timeout.
+            let rows = describe(&via, "rolling");
+            assert!(
+                rows.iter()
+                    .all(|r| r.leader >= 0 && r.leader / 1024 != i64::from(id)),
+                "host {id} stopped still leading: {rows:?}"
+            );
+            assert!(cluster
+                .host(id)
+                .log()
+                .contains("controlled shutdown: leadership moved"));
             std::thread::sleep(Duration::from_millis(500));
             cluster.host(id).spawn();
             cluster.host(id).wait_serving();

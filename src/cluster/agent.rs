@@ -79,6 +79,44 @@ pub struct Agent {
     /// The controller leader's address as last seen, so forwarded changes go straight
     /// to it.
     pub leader: std::sync::Mutex<Option<String>>,
+    /// Controlled shutdown: set when the host is to stop; the agent sets `released` once
+    /// the controller has fenced it and the metadata saying so is installed.
+    pub shutdown: ShutdownHandle,
+}
+
+/// The two sides of a controlled shutdown: asked by the host's main thread, done by its
+/// agent. Cloned into both.
+#[derive(Debug, Clone, Default)]
+pub struct ShutdownHandle {
+    asked: Arc<std::sync::atomic::AtomicBool>,
+    released: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ShutdownHandle {
+    /// Asks the agent for a controlled shutdown and waits until the controller has
+    /// moved this host's leadership away and the host knows it, or `within` passes.
+    /// True when it was released in time.
+    pub fn shut_down(&self, within: Duration) -> bool {
+        use std::sync::atomic::Ordering;
+        self.asked.store(true, Ordering::Release);
+        let deadline = Instant::now() + within;
+        while !self.released.load(Ordering::Acquire) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
+    fn asked(&self) -> bool {
+        self.asked.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn release(&self) {
+        self.released
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
 }
 
 /// The voters in turn, starting with the leader when one was named, each with its
@@ -263,10 +301,12 @@ impl Agent {
         let mut voters = Voters::new(&self.config);
         let mut ready = Some(ready);
         loop {
+            let shutting_down = self.shutdown.asked();
             let request = Request::Heartbeat(Heartbeat {
                 host: self.host,
                 incarnation: self.record.incarnation,
                 known_version: self.registry.version(),
+                shutting_down,
             });
             let deadline = Instant::now() + POLL_INTERVAL * 4;
             match call_leader(&mut voters, &request, deadline).await {
@@ -284,6 +324,9 @@ impl Agent {
                     }
                     if let Some(r) = ready.take() {
                         let _ = r.send(Ok(()));
+                    }
+                    if shutting_down && self.registry_says_fenced() {
+                        self.shutdown.release();
                     }
                 }
                 Ok(Response::Heartbeat(Err(MetadataError::NotRegistered(_)))) => {
@@ -305,6 +348,15 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// True when the installed metadata has this host fenced.
+    fn registry_says_fenced(&self) -> bool {
+        self.registry
+            .cluster()
+            .hosts
+            .get(&self.host)
+            .is_some_and(|h| h.fenced)
     }
 
     async fn forward(self: Arc<Self>, mut calls: UnboundedReceiver<ControllerCall>) {

@@ -383,7 +383,20 @@ impl Controller {
             record.fenced
         };
         self.heard(h.host);
-        if fenced {
+        if h.shutting_down {
+            if !fenced {
+                tracing::info!(
+                    host = h.host,
+                    "controlled shutdown: fencing the host so its leadership moves now"
+                );
+                self.propose(Command::SetFenced {
+                    host: h.host,
+                    fenced: true,
+                })
+                .await?;
+                self.membership_changed();
+            }
+        } else if fenced {
             tracing::info!(host = h.host, "host is back: unfenced");
             self.propose(Command::SetFenced {
                 host: h.host,

@@ -53,6 +53,10 @@ pub struct Heartbeat {
     pub incarnation: u64,
     /// The metadata version it has.
     pub known_version: u64,
+    /// The host is stopping (Kafka's controlled shutdown): fence it now, so its
+    /// leadership moves before it goes, and do not unfence it for this heartbeat.
+    #[serde(default)]
+    pub shutting_down: bool,
 }
 
 /// The controller's answer to a heartbeat.

@@ -9,7 +9,7 @@ use std::{path::PathBuf, sync::Arc, thread::JoinHandle};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::{
-    agent::{Agent, AgentError},
+    agent::{Agent, AgentError, ShutdownHandle},
     config::ClusterConfig,
     controller::{Controller, ControllerError},
 };
@@ -43,6 +43,8 @@ pub struct BrokerSide {
     pub registry: Arc<TopicRegistry>,
     /// The shards' metadata changes.
     pub calls: UnboundedReceiver<ControllerCall>,
+    /// How the host asks for a controlled shutdown.
+    pub shutdown: ShutdownHandle,
 }
 
 /// The running controller thread.
@@ -93,6 +95,7 @@ impl ControllerThread {
                                 registry: b.registry,
                                 data_dir,
                                 leader: std::sync::Mutex::new(None),
+                                shutdown: b.shutdown,
                             };
                             let (tx, rx) = std::sync::mpsc::channel::<Result<(), AgentError>>();
                             let relay = ready_tx.clone();

@@ -20,7 +20,7 @@ use crate::{
 };
 
 /// How often leaders look for ISR changes to propose, and shards for new metadata.
-const CHECK: Duration = Duration::from_millis(100);
+pub const CHECK: Duration = Duration::from_millis(100);
 
 /// ISR checks happen every this many [`CHECK`]s.
 const ISR_CHECKS_EVERY: u32 = 3;

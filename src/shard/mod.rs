@@ -11,7 +11,10 @@ use std::sync::{atomic::AtomicBool, Arc};
 use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::{
-    cluster::runtime::{BrokerSide, ClusterError, ControllerThread},
+    cluster::{
+        agent::ShutdownHandle,
+        runtime::{BrokerSide, ClusterError, ControllerThread},
+    },
     config::BrokerConfig,
     group::offset_store::OffsetStore,
     metadata::{
@@ -89,6 +92,13 @@ pub enum BrokerError {
     /// The cluster side of the host failed or refused to join.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    /// The thread that runs a controlled shutdown could not start.
+    #[error("cannot start the shutdown thread: {source}")]
+    ShutdownThread {
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The data directory could not be created.
     #[error("data directory {path}: {source}")]
     DataDir {
@@ -120,6 +130,7 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
         fenced: false,
         draining: false,
     };
+    let shutdown = ShutdownHandle::default();
     let (registry, controller) = match &config.cluster {
         None => (
             TopicRegistry::load(&config.data_dir, config.node_id, record)?,
@@ -132,6 +143,7 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
                 record,
                 registry: Arc::clone(&registry),
                 calls,
+                shutdown: shutdown.clone(),
             });
             let thread = ControllerThread::start(
                 config.node_id,
@@ -157,11 +169,55 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
             (registry, Some(thread))
         }
     };
-    let served = serve(config, registry, stop, tls);
+    // The shards stop once the host is out of the way: in a cluster, the controller
+    // first moves its leadership elsewhere (Kafka's controlled shutdown), so clients
+    // are redirected at once rather than after a session timeout.
+    let shards_stop = match &controller {
+        Some(_) => {
+            let shards_stop = Arc::new(AtomicBool::new(false));
+            let flag = Arc::clone(&shards_stop);
+            std::thread::Builder::new()
+                .name("weir-shutdown".into())
+                .spawn(move || controlled_shutdown(&stop, &flag, &shutdown))
+                .map_err(|source| BrokerError::ShutdownThread { source })?;
+            shards_stop
+        }
+        None => stop,
+    };
+    let served = serve(config, registry, Arc::clone(&shards_stop), tls);
+    // (A shard that failed ends the waiting thread too.)
+    shards_stop.store(true, std::sync::atomic::Ordering::Release);
     if let Some(thread) = controller {
         thread.stop();
     }
     served
+}
+
+/// How long a stopping host waits for the controller to move its leadership.
+const CONTROLLED_SHUTDOWN_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Once `stop` is set: asks for a controlled shutdown, gives the shards a moment to
+/// step down from what they led (failing the requests still waiting there with
+/// NOT_LEADER_OR_FOLLOWER, so clients go to the new leaders), then sets `shards_stop`.
+/// Without an answer within [`CONTROLLED_SHUTDOWN_MAX`] the host stops anyway, as
+/// after a crash. Ends early when `shards_stop` is set by a shard failing.
+fn controlled_shutdown(stop: &AtomicBool, shards_stop: &AtomicBool, shutdown: &ShutdownHandle) {
+    use std::sync::atomic::Ordering;
+    while !stop.load(Ordering::Acquire) {
+        if shards_stop.load(Ordering::Acquire) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    if shutdown.shut_down(CONTROLLED_SHUTDOWN_MAX) {
+        tracing::info!("controlled shutdown: leadership moved; closing partitions");
+        std::thread::sleep(crate::replication::roles::CHECK * 3);
+    } else {
+        tracing::warn!(
+            "controlled shutdown: the controller did not answer within {CONTROLLED_SHUTDOWN_MAX:?}; stopping anyway"
+        );
+    }
+    shards_stop.store(true, Ordering::Release);
 }
 
 /// Random per process start (time and pid): tells the controller a restart from an
