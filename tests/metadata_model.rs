@@ -216,3 +216,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn unclean_election_happens_only_where_a_topic_allows_it() {
+    let mut s = cluster();
+    // "one" has one replica per partition: fencing its host leaves it leaderless. Take
+    // a two-replica partition whose follower fell behind instead.
+    let state = s.topics["two"].states[0].clone();
+    let (leader, follower) = (state.replicas[0], state.replicas[1]);
+    s.apply(Command::AlterIsr {
+        topic: "two".into(),
+        partition: 0,
+        leader_epoch: state.leader_epoch,
+        isr: vec![leader],
+    })
+    .expect("follower out of sync");
+    s.apply(Command::SetFenced {
+        host: leader as u32 / 1024,
+        fenced: true,
+    })
+    .expect("fence the leader's host");
+    assert_eq!(
+        s.topics["two"].states[0].leader, None,
+        "no unclean election"
+    );
+    let expected = s.topics["two"].configs.clone();
+    let mut configs = expected.clone();
+    configs.insert("unclean.leader.election.enable".into(), "true".into());
+    s.apply(Command::SetConfigs {
+        name: "two".into(),
+        expected,
+        configs,
+    })
+    .expect("allow it");
+    let after = &s.topics["two"].states[0];
+    assert_eq!(after.leader, Some(follower), "the live replica leads");
+    assert_eq!(after.isr, [follower]);
+    assert!(after.leader_epoch > state.leader_epoch);
+}

@@ -312,6 +312,7 @@ impl ClusterState {
                     Some(p) if p.fenced => self.elect_leaders(host, false),
                     _ => {}
                 }
+                self.elect_unclean();
             }
             Command::SetDraining {
                 host,
@@ -343,6 +344,7 @@ impl ClusterState {
                     .ok_or(MetadataError::NotRegistered(host))?;
                 h.fenced = fenced;
                 self.elect_leaders(host, fenced);
+                self.elect_unclean();
             }
             Command::CreateTopic(mut info) => {
                 if self.topics.contains_key(&info.name) {
@@ -393,6 +395,7 @@ impl ClusterState {
                     return Err(MetadataError::Conflict(name));
                 }
                 t.configs = configs;
+                self.elect_unclean();
             }
             Command::SetCoordinators(nodes) => {
                 if self.coordinators.is_empty() {
@@ -446,24 +449,6 @@ impl ClusterState {
             }
         }
         Ok(())
-    }
-
-    /// Elections after host `host` was fenced (its partitions move to in-sync replicas
-    /// elsewhere) or came back (partitions left without a leader get it back).
-    fn elect_leaders(&mut self, host: u32, fenced: bool) {
-        let hosts = &self.hosts;
-        // A draining host may still take over: availability before maintenance.
-        let live = |n: NodeId| host_of(n) != host && unfenced_host(hosts, n).is_some();
-        for t in self.topics.values_mut() {
-            t.fill_states();
-            for state in &mut t.states {
-                if fenced {
-                    state.fence_host(host, live);
-                } else {
-                    state.unfence_host(host);
-                }
-            }
-        }
     }
 
     /// True when some partition's preferred replica is live and in sync but does not
@@ -558,14 +543,17 @@ impl ClusterState {
 }
 
 /// The record of `node`'s host when it is registered, not fenced and has that shard.
-fn unfenced_host(hosts: &BTreeMap<u32, HostRecord>, node: NodeId) -> Option<&HostRecord> {
+pub(super) fn unfenced_host(
+    hosts: &BTreeMap<u32, HostRecord>,
+    node: NodeId,
+) -> Option<&HostRecord> {
     hosts
         .get(&host_of(node))
         .filter(|h| !h.fenced && (shard_of(node).0 as u32) < h.shards)
 }
 
 /// True when `node` may lead: its host is unfenced and not draining.
-fn live_node(hosts: &BTreeMap<u32, HostRecord>, node: NodeId) -> bool {
+pub(super) fn live_node(hosts: &BTreeMap<u32, HostRecord>, node: NodeId) -> bool {
     unfenced_host(hosts, node).is_some_and(|h| !h.draining)
 }
 

@@ -4,6 +4,7 @@
 //! elects leaders and moves replicas ([`cluster_state`], [`partition_state`]).
 
 pub mod cluster_state;
+mod elections;
 pub mod partition_state;
 pub mod placement;
 pub mod producer_ids;

@@ -147,6 +147,25 @@ impl PartitionState {
         }
     }
 
+    /// Unclean election, where the topic allows it: a partition without a leader (none
+    /// of its in-sync replicas is live) is led by its first replica `live` allows, which
+    /// becomes the whole ISR, with a bumped epoch; the others cut back to its log when
+    /// they follow. True when it elected.
+    pub fn elect_unclean(&mut self, live: impl Fn(NodeId) -> bool) -> bool {
+        if self.leader.is_some() {
+            return false;
+        }
+        match self.replicas.iter().copied().find(|n| live(*n)) {
+            Some(n) => {
+                self.leader = Some(n);
+                self.isr = vec![n];
+                self.leader_epoch += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Starts moving the replicas to `target` (no two on one host, checked by the
     /// caller): the ones not yet replicas join and follow; [`finish_move`] completes it.
     /// Refused (false) while another move is underway or when `target` is empty or the
@@ -284,6 +303,20 @@ mod tests {
         assert!(p.finish_move(|_| true, |_| true));
         assert_eq!((p.leader, p.leader_epoch), (Some(D), 1));
         assert_eq!(p.isr, [D, B, A]);
+    }
+
+    #[test]
+    fn an_unclean_election_takes_a_live_replica_out_of_sync() {
+        let mut p = PartitionState::new(vec![A, B]);
+        p.alter_isr(0, vec![A]).expect("B fell behind");
+        assert!(p.fence_host(1, |_| true));
+        assert!(!p.elect_unclean(|_| false), "nobody live");
+        assert!(p.elect_unclean(|n| n == B));
+        assert_eq!(
+            (p.leader, p.isr.clone(), p.leader_epoch),
+            (Some(B), vec![B], 2)
+        );
+        assert!(!p.elect_unclean(|_| true), "led already");
     }
 
     #[test]

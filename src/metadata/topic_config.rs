@@ -27,6 +27,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "min.compaction.lag.ms",
         "milliseconds, at least 0 (stored; for compaction)",
     ),
+    ("unclean.leader.election.enable", "true or false"),
 ];
 
 /// Why a topic config was refused: the key, and what it accepts. Kafka's
@@ -62,6 +63,7 @@ pub fn validate(key: &str, value: &str) -> Result<(), ConfigError> {
     let ok = match key {
         "cleanup.policy" => value == "delete",
         "message.timestamp.type" => value == "CreateTime" || value == "LogAppendTime",
+        "unclean.leader.election.enable" => value == "true" || value == "false",
         "retention.ms" | "retention.bytes" => number(value, -1).is_some(),
         "segment.bytes" => number(value, 1 << 20).is_some(),
         "segment.ms" | "max.message.bytes" | "min.insync.replicas" => number(value, 1).is_some(),
@@ -116,6 +118,16 @@ pub fn message_max_bytes(broker_default: usize, configs: &TopicConfigs) -> usize
     parsed(configs, "max.message.bytes").map_or(broker_default, |n| n as usize)
 }
 
+/// Whether a partition none of whose in-sync replicas is live may be led by another
+/// live replica (`unclean.leader.election.enable`; off, as in Kafka): available again,
+/// at the price of what only the lost in-sync replicas held.
+pub fn unclean_leader_election(configs: &TopicConfigs) -> bool {
+    configs
+        .get("unclean.leader.election.enable")
+        .map(String::as_str)
+        == Some("true")
+}
+
 /// In-sync replicas an acks=all produce needs (`min.insync.replicas`): the topic's
 /// setting, else 2 for three or more replicas (so one host may fail and acknowledged
 /// writes still sit on two) and 1 below.
@@ -149,6 +161,8 @@ mod tests {
         );
         assert!(validate("message.timestamp.type", "LogAppendTime").is_ok());
         assert!(validate("message.timestamp.type", "Now").is_err());
+        assert!(validate("unclean.leader.election.enable", "true").is_ok());
+        assert!(validate("unclean.leader.election.enable", "yes").is_err());
         assert_eq!(
             validate("retention.hours", "1"),
             Err(ConfigError::UnknownKey("retention.hours".into()))
