@@ -695,6 +695,21 @@ fn a_follower_with_a_full_disk_leaves_the_isr_without_stopping_the_partition() {
     });
     assert!(!rows[0].isr.iter().any(|n| n / 1024 == 4), "{rows:?}");
     assert_eq!(rows[0].high_watermark, 300 * 100);
+    // `weir cluster status` shows how far behind the follower is, as its leader sees.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = cluster.status();
+        let lag = status["degraded"]
+            .as_array()
+            .and_then(|d| d.iter().find(|p| p["topic"] == "full"))
+            .and_then(|p| p["lag"].as_u64())
+            .unwrap_or(0);
+        if lag > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no replica lag in {status}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
     // Space again: the follower reopens its log, catches up and rejoins.
     std::fs::remove_file(&filler).expect("free space");
     wait_for(&b1, "full", Duration::from_secs(30), "rejoined", |r| {

@@ -195,15 +195,16 @@ pub fn render(s: &ClusterStatus) -> String {
     let count = |f: fn(&PartitionState) -> bool| s.degraded.iter().filter(|p| f(&p.state)).count();
     let _ = writeln!(
         out,
-        "\n{} under-replicated partitions, {} without a leader, {} moving replicas",
+        "\n{} under-replicated partitions, {} without a leader, {} moving replicas, {} with followers behind",
         count(|p| p.leader.is_some() && p.isr.len() < p.replicas.len()),
         count(|p| p.leader.is_none()),
         count(|p| p.target.is_some()),
+        s.degraded.iter().filter(|p| p.lag > 0).count(),
     );
     if !s.degraded.is_empty() {
         let _ = writeln!(
             out,
-            "TOPIC\tPARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tMOVING-TO"
+            "TOPIC\tPARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tMOVING-TO\tLAG"
         );
         let list = |nodes: &[i32]| {
             nodes
@@ -216,7 +217,7 @@ pub fn render(s: &ClusterStatus) -> String {
             let st = &p.state;
             let _ = writeln!(
                 out,
-                "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
                 p.topic,
                 p.partition,
                 st.leader.map_or("none".to_string(), |l| l.to_string()),
@@ -224,6 +225,7 @@ pub fn render(s: &ClusterStatus) -> String {
                 list(&st.replicas),
                 list(&st.isr),
                 st.target.as_deref().map_or("-".to_string(), list),
+                p.lag,
             );
         }
     }

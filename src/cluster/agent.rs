@@ -18,11 +18,14 @@ use super::{
     controller::POLL_INTERVAL,
     rpc::{self, Heartbeat, Registration, Request, Response},
 };
-use crate::metadata::{
-    cluster_state::{ClusterState, HostRecord, MetadataError},
-    placement::{node_id, NodeId, ShardId},
-    registry::{ControllerCall, RegistryError, TopicRegistry},
-    registry_files::{read_json, write_json, FileError},
+use crate::{
+    metadata::{
+        cluster_state::{ClusterState, HostRecord, MetadataError},
+        placement::{node_id, NodeId, ShardId},
+        registry::{ControllerCall, RegistryError, TopicRegistry},
+        registry_files::{read_json, write_json, FileError},
+    },
+    replication::lag_report::ReplicaLags,
 };
 
 /// The file that ties a data directory to the cluster it joined.
@@ -82,6 +85,8 @@ pub struct Agent {
     /// Controlled shutdown: set when the host is to stop; the agent sets `released` once
     /// the controller has fenced it and the metadata saying so is installed.
     pub shutdown: ShutdownHandle,
+    /// What the host's leaders report of their followers' lag.
+    pub lags: Arc<ReplicaLags>,
 }
 
 /// The two sides of a controlled shutdown: asked by the host's main thread, done by its
@@ -307,6 +312,7 @@ impl Agent {
                 incarnation: self.record.incarnation,
                 known_version: self.registry.version(),
                 shutting_down,
+                lagging: self.lags.snapshot(),
             });
             let deadline = Instant::now() + POLL_INTERVAL * 4;
             match call_leader(&mut voters, &request, deadline).await {

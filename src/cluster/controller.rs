@@ -28,12 +28,15 @@ use super::{
     store::{Applied, LogStore, StateMachine, Store},
     Raft,
 };
-use crate::metadata::{
-    cluster_state::{
-        Command, MetadataChange, MetadataError, OFFSETS_REPLICATION_FACTOR, OFFSETS_TOPIC,
+use crate::{
+    metadata::{
+        cluster_state::{
+            Command, MetadataChange, MetadataError, OFFSETS_REPLICATION_FACTOR, OFFSETS_TOPIC,
+        },
+        placement::{host_of, node_id, shard_of, COORDINATOR_SLOTS},
+        topic_config::TopicConfigs,
     },
-    placement::{host_of, node_id, shard_of, COORDINATOR_SLOTS},
-    topic_config::TopicConfigs,
+    replication::lag_report::PartitionLag,
 };
 
 /// Why a controller could not start.
@@ -97,6 +100,8 @@ pub struct Controller {
     published: tokio::sync::watch::Receiver<Arc<Applied>>,
     config: ClusterConfig,
     heartbeats: Mutex<HashMap<u32, Instant>>,
+    /// The lagging partitions each host last reported leading.
+    lags: Mutex<HashMap<u32, Vec<PartitionLag>>>,
     /// When a host last registered, was fenced or came back: preferred leaders return
     /// only after [`PREFERRED_LEADER_QUIET`] without such changes.
     membership_changed: Mutex<Instant>,
@@ -154,6 +159,7 @@ impl Controller {
             published,
             config: config.clone(),
             heartbeats: Mutex::new(HashMap::new()),
+            lags: Mutex::new(HashMap::new()),
             membership_changed: Mutex::new(Instant::now()),
         }))
     }
@@ -383,6 +389,10 @@ impl Controller {
             record.fenced
         };
         self.heard(h.host);
+        self.lags
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(h.host, h.lagging);
         if h.shutting_down {
             if !fenced {
                 tracing::info!(
@@ -550,6 +560,7 @@ impl Controller {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let lags = self.lags.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let hosts = applied
             .state
             .hosts
@@ -581,19 +592,26 @@ impl Controller {
                 .topics
                 .values()
                 .flat_map(|t| {
-                    t.states
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, s)| {
-                            s.leader.is_none()
-                                || s.isr.len() < s.replicas.len()
-                                || s.target.is_some()
-                        })
-                        .map(|(p, state)| PartitionStatus {
+                    t.states.iter().enumerate().filter_map(|(p, s)| {
+                        let lag = s.leader.map_or(0, |l| {
+                            lags.get(&host_of(l))
+                                .and_then(|v| {
+                                    v.iter()
+                                        .find(|x| x.topic == t.name && x.partition == p as u32)
+                                })
+                                .map_or(0, |x| x.lag)
+                        });
+                        let degraded = s.leader.is_none()
+                            || s.isr.len() < s.replicas.len()
+                            || s.target.is_some()
+                            || lag > 0;
+                        degraded.then(|| PartitionStatus {
                             topic: t.name.clone(),
                             partition: p as u32,
-                            state: state.clone(),
+                            state: s.clone(),
+                            lag,
                         })
+                    })
                 })
                 .collect(),
         })

@@ -19,9 +19,12 @@ use tokio::{
 };
 
 use super::TypeConfig;
-use crate::metadata::{
-    cluster_state::{ClusterState, HostRecord, MetadataChange, MetadataError},
-    registry::TopicInfo,
+use crate::{
+    metadata::{
+        cluster_state::{ClusterState, HostRecord, MetadataChange, MetadataError},
+        registry::TopicInfo,
+    },
+    replication::lag_report::PartitionLag,
 };
 
 /// Largest frame accepted (a snapshot of a very large cluster's metadata fits).
@@ -57,6 +60,9 @@ pub struct Heartbeat {
     /// leadership moves before it goes, and do not unfence it for this heartbeat.
     #[serde(default)]
     pub shutting_down: bool,
+    /// The partitions it leads whose slowest follower is behind, and by how much.
+    #[serde(default)]
+    pub lagging: Vec<PartitionLag>,
 }
 
 /// The controller's answer to a heartbeat.
@@ -102,8 +108,8 @@ pub struct ClusterStatus {
     pub hosts: Vec<HostStatus>,
     /// Topics and partitions.
     pub topics: usize,
-    /// Partitions whose ISR lacks a replica, that have no leader, or whose replicas
-    /// are moving.
+    /// Partitions whose ISR lacks a replica, that have no leader, whose replicas are
+    /// moving, or whose followers are behind.
     #[serde(default)]
     pub degraded: Vec<PartitionStatus>,
 }
@@ -117,6 +123,9 @@ pub struct PartitionStatus {
     pub partition: u32,
     /// Its state: replicas, leader, epoch, ISR.
     pub state: crate::metadata::partition_state::PartitionState,
+    /// Offsets its slowest follower lacks, as its leader last reported (0: none).
+    #[serde(default)]
+    pub lag: u64,
 }
 
 /// A request to a controller.

@@ -13,9 +13,12 @@ use super::{
     config::ClusterConfig,
     controller::{Controller, ControllerError},
 };
-use crate::metadata::{
-    cluster_state::HostRecord,
-    registry::{ControllerCall, TopicRegistry},
+use crate::{
+    metadata::{
+        cluster_state::HostRecord,
+        registry::{ControllerCall, TopicRegistry},
+    },
+    replication::lag_report::ReplicaLags,
 };
 
 /// Why the cluster side of a host failed.
@@ -45,6 +48,8 @@ pub struct BrokerSide {
     pub calls: UnboundedReceiver<ControllerCall>,
     /// How the host asks for a controlled shutdown.
     pub shutdown: ShutdownHandle,
+    /// What the host's leaders report of their followers' lag.
+    pub lags: Arc<ReplicaLags>,
 }
 
 /// The running controller thread.
@@ -96,6 +101,7 @@ impl ControllerThread {
                                 data_dir,
                                 leader: std::sync::Mutex::new(None),
                                 shutdown: b.shutdown,
+                                lags: b.lags,
                             };
                             let (tx, rx) = std::sync::mpsc::channel::<Result<(), AgentError>>();
                             let relay = ready_tx.clone();

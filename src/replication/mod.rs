@@ -7,6 +7,7 @@
 //! roles; [`roles`] and [`fetcher`] act on them.
 
 pub mod fetcher;
+pub mod lag_report;
 pub mod progress;
 pub mod roles;
 pub mod sessions;

@@ -24,7 +24,7 @@ use crate::{
         topic_config, topic_name,
     },
     metrics::{BrokerMetrics, ShardMetrics},
-    replication::Replication,
+    replication::{lag_report::ReplicaLags, Replication},
     storage::{
         partition_log::{cut_log, Truncation},
         Clock, FlushConfig, LogConfig, PartitionLog, ShardStorage, ShardStorageConfig,
@@ -120,6 +120,9 @@ pub struct ShardContext {
     pub storage: ShardStorage,
     /// Request bytes read but not yet answered, in KiB: the shard's back-pressure.
     pub inflight: Rc<Semaphore>,
+    /// Where this shard reports the lag of the followers of what it leads (for
+    /// `weir cluster status`).
+    pub lags: Arc<ReplicaLags>,
     /// This shard's metrics.
     pub metrics: ShardMetrics,
     /// The partitions this shard leads or follows as a replica.
@@ -144,6 +147,7 @@ impl ShardContext {
         producer_ids: Arc<ProducerIds>,
         offsets: Arc<OffsetStore>,
         metrics: Arc<BrokerMetrics>,
+        lags: Arc<ReplicaLags>,
     ) -> Result<Rc<ShardContext>, StorageError> {
         let metrics = ShardMetrics::new(metrics, id.0);
         let storage = ShardStorage::start(
@@ -167,6 +171,7 @@ impl ShardContext {
             config,
             registry,
             producer_ids,
+            lags,
             coordinator: {
                 let c = Coordinator::new(offsets);
                 glommio::spawn_local(Coordinator::run_timers(Rc::downgrade(&c))).detach();

@@ -46,6 +46,7 @@ pub async fn run(ctx: Weak<ShardContext>) {
                     .replication
                     .slowest_follower(topic, partition, o.log_end);
                 gauges.set_replication(state.replicas.len(), state.isr.len(), lag);
+                ctx.lags.report(topic, partition, lag);
             }
         });
         published.retain(|topic, parts| {
@@ -53,6 +54,7 @@ pub async fn run(ctx: Weak<ShardContext>) {
                 let open = *seen == round;
                 if !open {
                     ctx.metrics.forget_partition(topic, *partition);
+                    ctx.lags.report(topic, *partition, 0);
                 }
                 open
             });

@@ -25,6 +25,7 @@ use crate::{
     },
     metrics::{self, BrokerMetrics},
     net::listener,
+    replication::lag_report::ReplicaLags,
     replication::roles,
 };
 
@@ -131,6 +132,7 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
         draining: false,
     };
     let shutdown = ShutdownHandle::default();
+    let lags = Arc::new(ReplicaLags::default());
     let (registry, controller) = match &config.cluster {
         None => (
             TopicRegistry::load(&config.data_dir, config.node_id, record)?,
@@ -144,6 +146,7 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
                 registry: Arc::clone(&registry),
                 calls,
                 shutdown: shutdown.clone(),
+                lags: Arc::clone(&lags),
             });
             let thread = ControllerThread::start(
                 config.node_id,
@@ -184,7 +187,7 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
         }
         None => stop,
     };
-    let served = serve(config, registry, Arc::clone(&shards_stop), tls);
+    let served = serve(config, registry, lags, Arc::clone(&shards_stop), tls);
     // (A shard that failed ends the waiting thread too.)
     shards_stop.store(true, std::sync::atomic::Ordering::Release);
     if let Some(thread) = controller {
@@ -255,6 +258,7 @@ fn wait_until_ready(thread: &ControllerThread, stop: &AtomicBool) -> Result<(), 
 fn serve(
     config: BrokerConfig,
     registry: Arc<TopicRegistry>,
+    lags: Arc<ReplicaLags>,
     stop: Arc<AtomicBool>,
     tls: Option<futures_rustls::TlsAcceptor>,
 ) -> Result<(), BrokerError> {
@@ -285,6 +289,7 @@ fn serve(
         let stop = Arc::clone(&stop);
         let offsets = Arc::clone(&offsets);
         let metrics = Arc::clone(&metrics);
+        let lags = Arc::clone(&lags);
         let tls = tls.clone();
         let core = config.core_of(shard);
         let handle = LocalExecutorBuilder::new(Placement::Fixed(core))
@@ -302,6 +307,7 @@ fn serve(
                     producer_ids,
                     offsets,
                     metrics,
+                    lags,
                 )
                 .await
                 .map_err(|source| BrokerError::Storage { shard, source })?;
