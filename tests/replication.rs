@@ -79,6 +79,31 @@ fn leaders(bootstrap: &str, topic: &str) -> Vec<i64> {
         .collect()
 }
 
+/// Waits until Metadata through `via` shows every partition of `topic` led, and none by
+/// host `host` (Metadata only: `describe` would ask a stopped or cut-off host for
+/// offsets); panics with `what` after 15 s.
+fn wait_led_elsewhere(via: &str, topic: &str, host: u32, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while leaders(via, topic)
+        .iter()
+        .any(|l| *l < 0 || l / 1024 == i64::from(host))
+    {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A second into a load on `topic`: its partitions as host 1 describes them, the host
+/// leading partition 0, and another host's address.
+fn leader_under_load(cluster: &mut Cluster, topic: &str) -> (Vec<Row>, u32, String) {
+    let b1 = cluster.host(1).bootstrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let rows = describe(&b1, topic);
+    let victim = (rows[0].leader / 1024) as u32;
+    let other = cluster.host((victim % 3) + 1).bootstrap();
+    (rows, victim, other)
+}
+
 /// Polls `describe` until `done` holds for every partition; panics after `within`.
 fn wait_for(
     bootstrap: &str,
@@ -421,26 +446,11 @@ fn a_paused_leader_is_fenced_and_truncates_when_it_wakes() {
     let mut cluster = Cluster::start(3, 1);
     cluster.converged_metadata(Duration::from_secs(15));
     under_load(&mut cluster, "paused", |cluster| {
-        let b1 = cluster.host(1).bootstrap();
-        std::thread::sleep(Duration::from_secs(1));
-        let rows = describe(&b1, "paused");
-        let victim = (rows[0].leader / 1024) as u32;
-        let other = cluster.host((victim % 3) + 1).bootstrap();
+        let (rows, victim, other) = leader_under_load(cluster, "paused");
         // Stopped for twice the session timeout: fenced, its partitions led elsewhere,
         // while its clients' requests wait on it.
         cluster.host(victim).signal("STOP");
-        // (Metadata only: `describe` would ask the stopped host for offsets.)
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while leaders(&other, "paused")
-            .iter()
-            .any(|l| *l < 0 || l / 1024 == i64::from(victim))
-        {
-            assert!(
-                Instant::now() < deadline,
-                "no failover from a paused leader"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_led_elsewhere(&other, "paused", victim, "no failover from a paused leader");
         std::thread::sleep(Duration::from_secs(2));
         cluster.host(victim).signal("CONT");
         // It learns it no longer leads, fails what it held, cuts any divergent tail and
@@ -723,11 +733,7 @@ fn a_partitioned_leader_acknowledges_nothing_and_is_cut_back_to_the_majority() {
     let mut cluster = Cluster::start_on(Some(Network::new(3)), 3, 1, |_| Vec::new());
     cluster.converged_metadata(Duration::from_secs(15));
     under_load(&mut cluster, "split", |cluster| {
-        let b1 = cluster.host(1).bootstrap();
-        std::thread::sleep(Duration::from_secs(1));
-        let rows = describe(&b1, "split");
-        let victim = (rows[0].leader / 1024) as u32;
-        let other = cluster.host((victim % 3) + 1).bootstrap();
+        let (rows, victim, other) = leader_under_load(cluster, "split");
         let at_victim = cluster.host(victim).bootstrap();
         let network = cluster.network.as_ref().expect("a network");
         network.cut(victim);
@@ -748,14 +754,7 @@ fn a_partitioned_leader_acknowledges_nothing_and_is_cut_back_to_the_majority() {
             String::from_utf8_lossy(&minority.stderr)
         );
         // Meanwhile the majority fenced it and elected leaders among themselves.
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while leaders(&other, "split")
-            .iter()
-            .any(|l| *l < 0 || l / 1024 == i64::from(victim))
-        {
-            assert!(Instant::now() < deadline, "the majority elected no leader");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_led_elsewhere(&other, "split", victim, "the majority elected no leader");
         let acked = cluster.dir.path().join("split-acked.txt");
         let count = || std::fs::read_to_string(&acked).map_or(0, |s| s.lines().count());
         let before = count();

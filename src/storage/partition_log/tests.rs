@@ -28,6 +28,15 @@ async fn start_storage(dir: &Path) -> ShardStorage {
     .expect("start")
 }
 
+/// Opens (or reopens) the log in `dir`/t-0.
+async fn open_t0(storage: &ShardStorage, dir: &Path) -> PartitionLog {
+    storage
+        .open_log(&dir.join("t-0"), LogConfig::default())
+        .await
+        .expect("open")
+        .0
+}
+
 fn one_batch(seed: u8) -> ProducePayload {
     ProducePayload::validate(Bytes::from(build_batch(3, &[seed; 200], 0)), 1 << 20).expect("valid")
 }
@@ -36,11 +45,7 @@ fn fails_then_fences(step: &'static str, errno: i32) {
     let dir = test_dir();
     run(async move {
         let storage = start_storage(dir.path()).await;
-        let path = dir.path().join("t-0");
-        let (log, _) = storage
-            .open_log(&path, LogConfig::default())
-            .await
-            .expect("open");
+        let log = open_t0(&storage, dir.path()).await;
         log.append(&one_batch(1), 0)
             .await
             .expect("append")
@@ -75,10 +80,7 @@ fn fails_then_fences(step: &'static str, errno: i32) {
             .expect("reads below the high watermark work");
         assert_eq!(read.records.len(), one_batch(1).total_bytes());
         log.close().await.expect("closing a fenced log");
-        let (reopened, _) = storage
-            .open_log(&path, LogConfig::default())
-            .await
-            .expect("reopen");
+        let reopened = open_t0(&storage, dir.path()).await;
         let end = reopened.offsets().log_end;
         assert!(
             end == Offset(3) || end == Offset(6),
@@ -114,11 +116,7 @@ fn idempotent_retries_are_not_stored_twice_even_after_reopen() {
     let dir = test_dir();
     run(async move {
         let storage = start_storage(dir.path()).await;
-        let path = dir.path().join("t-0");
-        let (log, _) = storage
-            .open_log(&path, LogConfig::default())
-            .await
-            .expect("open");
+        let log = open_t0(&storage, dir.path()).await;
         let first = log.append(&idempotent(0, 0), 0).await.expect("append");
         assert_eq!(first.base_offset, Offset(0));
         let retry = log.append(&idempotent(0, 0), 0).await.expect("retry");
@@ -142,10 +140,7 @@ fn idempotent_retries_are_not_stored_twice_even_after_reopen() {
         next.durable.await.expect("durable");
         log.close().await.expect("close");
 
-        let (reopened, _) = storage
-            .open_log(&path, LogConfig::default())
-            .await
-            .expect("reopen");
+        let reopened = open_t0(&storage, dir.path()).await;
         let retry = reopened
             .append(&idempotent(3, 0), 0)
             .await
@@ -174,11 +169,7 @@ fn a_followers_high_watermark_is_its_leaders_as_far_as_it_holds_it() {
     let dir = test_dir();
     run(async move {
         let storage = start_storage(dir.path()).await;
-        let path = dir.path().join("t-0");
-        let (log, _) = storage
-            .open_log(&path, LogConfig::default())
-            .await
-            .expect("open");
+        let log = open_t0(&storage, dir.path()).await;
         for seq in 0..3 {
             let appended = log
                 .append(&idempotent(seq * 3, 0), 0)
@@ -193,10 +184,7 @@ fn a_followers_high_watermark_is_its_leaders_as_far_as_it_holds_it() {
         assert_eq!(log.high_watermark(), Offset(9), "no further than it holds");
         log.close().await.expect("close");
         // Reopened (a restart): everything local counts until the leader says less.
-        let (reopened, _) = storage
-            .open_log(&path, LogConfig::default())
-            .await
-            .expect("reopen");
+        let reopened = open_t0(&storage, dir.path()).await;
         assert_eq!(reopened.high_watermark(), Offset(9));
         reopened.follow_high_watermark(Offset(6));
         assert_eq!(reopened.high_watermark(), Offset(6));
@@ -210,12 +198,8 @@ fn closing_while_appends_stream_in_keeps_everything_made_durable() {
     let dir = test_dir();
     run(async move {
         let storage = start_storage(dir.path()).await;
-        let path = dir.path().join("t-0");
         for round in 0..20u64 {
-            let (log, _) = storage
-                .open_log(&path, LogConfig::default())
-                .await
-                .expect("open");
+            let log = open_t0(&storage, dir.path()).await;
             let durable_max = Rc::new(std::cell::Cell::new(Offset(0)));
             let writer = {
                 let (log, durable_max) = (log.clone(), Rc::clone(&durable_max));
@@ -243,10 +227,7 @@ fn closing_while_appends_stream_in_keeps_everything_made_durable() {
             glommio::timer::sleep(std::time::Duration::from_millis(3 + round % 7)).await;
             log.close().await.expect("close");
             writer.await;
-            let (reopened, _) = storage
-                .open_log(&path, LogConfig::default())
-                .await
-                .expect("reopen");
+            let reopened = open_t0(&storage, dir.path()).await;
             assert!(
                 reopened.log_end() >= durable_max.get(),
                 "round {round}: reopened at {:?}, {:?} was durable",
