@@ -869,3 +869,82 @@ fn a_host_drained_with_reassign_can_be_retired_without_losing_anything() {
         assert_eq!(values(&b1, topic).len(), 210, "{topic} without host 2");
     }
 }
+
+#[test]
+fn a_host_away_while_a_topic_is_deleted_and_created_again_never_serves_the_old_records() {
+    let (mut cluster, b1, _) = three_hosts_with("again", 1);
+    produce(&b1, "again", 0, 50);
+    // Host 3 is away while "again" is deleted and created again (two replicas, on the
+    // hosts that are there), with new records.
+    cluster.host(3).kill();
+    let (ok, out) = run_weir(&["topics", "--bootstrap", &b1, "delete", "again"]);
+    assert!(ok, "{out}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (ok, out) = run_weir(&[
+            "topics",
+            "--bootstrap",
+            &b1,
+            "create",
+            "again",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "2",
+        ]);
+        if ok {
+            break;
+        }
+        // (Until host 3 is fenced, three hosts count as live.)
+        assert!(Instant::now() < deadline, "{out}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    wait_for(&b1, "again", Duration::from_secs(15), "created", |r| {
+        r.isr.len() == 2
+    });
+    produce(&b1, "again", 1000, 100);
+    // Host 3 returns with the old topic's directory, and is given a replica of the new
+    // one: it must start from the new topic's records, not append to the old ones.
+    cluster.host(3).spawn();
+    cluster.host(3).wait_serving();
+    cluster.converged_metadata(Duration::from_secs(15));
+    let leader = (describe(&b1, "again")[0].leader / 1024) as u32;
+    let other = (1..=2).find(|h| *h != leader).expect("the other replica");
+    let (ok, out) = run_weir(&[
+        "cluster",
+        "drain",
+        "--node",
+        &other.to_string(),
+        "--reassign",
+        "--controller",
+        &cluster.host(1).controller(),
+    ]);
+    assert!(ok, "{out}");
+    wait_for(
+        &b1,
+        "again",
+        Duration::from_secs(30),
+        "moved to host 3",
+        |r| r.replicas.iter().any(|n| n / 1024 == 3) && r.isr.len() == 2 && r.replicas.len() == 2,
+    );
+    // Host 3 alone: everything it serves is the new topic's.
+    cluster.host(leader).kill();
+    let b3 = cluster.host(3).bootstrap();
+    wait_for(&b3, "again", Duration::from_secs(15), "host 3 leads", |r| {
+        r.leader / 1024 == 3
+    });
+    let got = values(&b3, "again");
+    let expected: Vec<String> = {
+        let mut v: Vec<String> = (1000..1100).map(|i| format!("v{i}")).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(got, expected, "{}", cluster.host(3).log());
+    assert!(
+        cluster
+            .host(3)
+            .log()
+            .contains("deleted the records of an earlier topic of the same name"),
+        "host 3 never met its old directory"
+    );
+}

@@ -26,7 +26,7 @@ use crate::{
     metrics::{BrokerMetrics, ShardMetrics},
     replication::{lag_report::ReplicaLags, Replication},
     storage::{
-        partition_log::{cut_log, Truncation},
+        partition_log::{claim_dir, cut_log, Claim, Truncation},
         Clock, FlushConfig, LogConfig, PartitionLog, ShardStorage, ShardStorageConfig,
         StorageError,
     },
@@ -575,6 +575,16 @@ impl ShardContext {
             || self.config.log.clone(),
             |t| topic_config::log_config(&self.config.log, &t.configs),
         );
+        match claim_dir(&dir, topic_id).await {
+            Ok(Claim::Ours) => {}
+            Ok(Claim::Replaced) => {
+                tracing::warn!(topic, partition = p, "deleted the records of an earlier topic of the same name found in this partition's directory");
+            }
+            Err(e) => {
+                tracing::error!(topic, partition = p, error = %e, "cannot claim the partition's directory");
+                return Err(PartitionError::Storage);
+            }
+        }
         match self.storage.open_log(&dir, config).await {
             Ok((log, reports)) => {
                 for r in reports
