@@ -522,17 +522,16 @@ impl ShardContext {
         p: u32,
         serves: impl Fn(&PartitionState, NodeId) -> bool,
     ) -> Result<PartitionLog, PartitionError> {
-        let topic_id = {
+        let (topic_id, replicated) = {
             let topics = self.topics.borrow();
             let info = topics.get(topic).ok_or(PartitionError::Unknown)?;
             if p >= info.partitions {
                 return Err(PartitionError::Unknown);
             }
             match info.states.get(p as usize) {
-                Some(state) if serves(state, self.node) => {}
+                Some(state) if serves(state, self.node) => (info.id, state.replicas.len() > 1),
                 _ => return Err(PartitionError::NotOwner),
             }
-            info.id
         };
         let cached = self.open_log_of(topic, p);
         match cached {
@@ -592,6 +591,12 @@ impl ShardContext {
                     .filter(|r| r.truncated_bytes > 0 || r.index_rebuilt)
                 {
                     tracing::warn!(topic, partition = p, report = ?r, "repaired partition on open");
+                }
+                if replicated {
+                    // Until replication takes the partition up (its leader's view of
+                    // the followers, or a follower's leader), nothing more counts as
+                    // committed: an acks=all produce served in between waits.
+                    log.set_commit_cap(log.high_watermark());
                 }
                 self.logs
                     .borrow_mut()

@@ -5,6 +5,7 @@
 pub mod context;
 mod metrics_publisher;
 pub mod signals;
+mod strays;
 
 use std::sync::{atomic::AtomicBool, Arc};
 
@@ -196,6 +197,20 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
     served
 }
 
+/// Deletes the host's stray partition directories once, [`STRAY_SWEEP_DELAY`] after
+/// the shard starts (its metadata installed and read by then).
+async fn sweep_strays(ctx: std::rc::Weak<ShardContext>) {
+    glommio::timer::sleep(STRAY_SWEEP_DELAY).await;
+    let Some(ctx) = ctx.upgrade() else {
+        return;
+    };
+    ctx.resync().await;
+    strays::sweep(&ctx).await;
+}
+
+/// When shard 0 looks for partition directories nobody holds.
+const STRAY_SWEEP_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How long a stopping host waits for the controller to move its leadership.
 const CONTROLLED_SHUTDOWN_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -312,6 +327,9 @@ fn serve(
                 .await
                 .map_err(|source| BrokerError::Storage { shard, source })?;
                 glommio::spawn_local(metrics_publisher::run(Rc::downgrade(&ctx))).detach();
+                if shard == 0 {
+                    glommio::spawn_local(sweep_strays(Rc::downgrade(&ctx))).detach();
+                }
                 if let Some(cluster) = &ctx.config.cluster {
                     glommio::spawn_local(roles::run(
                         Rc::downgrade(&ctx),

@@ -108,8 +108,8 @@ fn claim_dir_blocking(dir: &Path, topic_id: [u8; 16]) -> Result<Claim> {
     Ok(claim)
 }
 
-/// The topic id a `partition.metadata` file names.
-fn topic_id_in(text: &str) -> Option<[u8; 16]> {
+/// The topic id a `partition.metadata` file names, if it names one.
+pub fn topic_id_in(text: &str) -> Option<[u8; 16]> {
     let value = text.lines().find_map(|l| l.strip_prefix("topic_id:"))?;
     uuid::Uuid::parse_str(value.trim())
         .ok()

@@ -58,7 +58,7 @@ mod timestamp_lookup;
 pub use delete_records::LOG_START_FILE;
 pub use durable::{Durable, Wait};
 pub use leader_epochs::{EpochEnd, LeaderEpochs};
-pub use log_dir::{claim_dir, Claim, PARTITION_METADATA_FILE};
+pub use log_dir::{claim_dir, topic_id_in, Claim, PARTITION_METADATA_FILE};
 pub use replica::{cut_log, Truncation};
 pub use timestamp_lookup::{TimestampOffset, TimestampQuery};
 
