@@ -11,7 +11,7 @@ use std::{process::Command, time::Duration};
 
 use common::{
     broker::Broker,
-    cluster::{run_weir, Cluster, Host},
+    cluster::{coordinator_node, run_weir, Cluster, Host},
     interop::run_script_logged,
     kcat, scratch_dir,
 };
@@ -55,12 +55,7 @@ fn group_coordinated_by(cluster: &Cluster, bootstrap: &str, host: i64) -> String
         let group = format!("workers-{i}");
         let (ok, out) = cluster.weir(&["groups", "--bootstrap", bootstrap, "describe", &group]);
         assert!(ok, "{out}");
-        let node: i64 = out
-            .split("coordinator ")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no coordinator in {out}"));
+        let node = coordinator_node(&out);
         if node / 1024 == host {
             return group;
         }

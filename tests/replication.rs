@@ -10,7 +10,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    cluster::{create_topic as create, run_weir, Cluster},
+    cluster::{coordinator_node, create_topic as create, run_weir, Cluster},
     interop::{python, run_script_logged, script, spawn_script_logged},
     kafka_client::produce_request,
     kcat,
@@ -485,12 +485,7 @@ fn committed_offsets_survive_the_loss_of_the_coordinators_host() {
     let (ok, out) = group_offsets(&b1, Some("7"));
     assert!(ok, "{out}");
     let (ok, out) = group_offsets(&b1, None);
-    let node: i64 = out
-        .split("coordinator ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no coordinator in {out}"));
+    let node = coordinator_node(&out);
     assert!(ok, "{out}");
     // The coordinator's host is lost for good: its journal partition leads elsewhere,
     // where the commits were applied too, and the group is coordinated there.
@@ -537,12 +532,7 @@ fn committed_offsets_survive_the_loss_of_the_coordinators_host() {
         String::new,
     );
     let (_, out) = group_offsets(&other, None);
-    let node: i64 = out
-        .split("coordinator ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no coordinator in {out}"));
+    let node = coordinator_node(&out);
     let host = (node / 1024) as u32;
     cluster.host(host).kill();
     let last = cluster.host((host % 3) + 1).bootstrap();

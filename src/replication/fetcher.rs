@@ -9,7 +9,6 @@
 //! go on.
 
 use std::{
-    collections::HashMap,
     rc::Rc,
     time::{Duration, Instant},
 };
@@ -88,8 +87,6 @@ struct Asked {
 
 /// Batches appended from one answer, waiting to be durable.
 struct Appending {
-    key: PartitionKey,
-    log: PartitionLog,
     appended: Appended,
     /// Kept for the offsets journal, whose replicas apply what they hold.
     journal: Option<ProducePayload>,
@@ -160,36 +157,32 @@ async fn replicate(
         )
         .await
         .ok_or(ReplicaError::Timeout(ANSWER_TIMEOUT))??;
-        let mut answers: HashMap<(String, u32), PartitionData> = answer
-            .responses
-            .into_iter()
-            .flat_map(|t| {
-                let topic = t.topic.0.to_string();
-                t.partitions
-                    .into_iter()
-                    .map(move |p| ((topic.clone(), p.partition_index as u32), p))
-            })
-            .collect();
         // Every partition's batches go into the group commit first, then all are
-        // waited for together: one flush round, not one per partition.
+        // waited for together: one flush round, not one per partition. `asked` is in
+        // key order, so each answer finds its partition without a key being built.
+        let mut answered = vec![false; asked.len()];
         let mut appending = Vec::new();
-        for a in asked {
-            let Some(part) = answers.remove(&a.key) else {
-                continue;
-            };
-            if !session.current(&a.key, a.epoch) {
-                continue;
-            }
-            match take(ctx, a.key.clone(), a.log, part).await {
-                Ok(Some(x)) => appending.push(x),
-                Ok(None) => {}
-                Err(e) => sit_out(session, &a.key, &e),
+        for t in answer.responses {
+            for part in t.partitions {
+                let wanted = (t.topic.0.as_str(), part.partition_index as u32);
+                let Ok(i) = asked.binary_search_by(|a| (a.key.0.as_str(), a.key.1).cmp(&wanted))
+                else {
+                    continue;
+                };
+                let a = &asked[i];
+                if std::mem::replace(&mut answered[i], true) || !session.current(&a.key, a.epoch) {
+                    continue;
+                }
+                match take(ctx, a, part).await {
+                    Ok(Some(x)) => appending.push((i, x)),
+                    Ok(None) => {}
+                    Err(e) => sit_out(session, &a.key, &e),
+                }
             }
         }
-        for x in appending {
-            let key = x.key.clone();
-            if let Err(e) = settle(ctx, x).await {
-                sit_out(session, &key, &e);
+        for (i, x) in appending {
+            if let Err(e) = settle(ctx, &asked[i], x).await {
+                sit_out(session, &asked[i].key, &e);
             }
         }
     }
@@ -210,10 +203,10 @@ fn sit_out(session: &FetchSession, key: &PartitionKey, e: &ReplicaError) {
 /// is settled at once.
 async fn take(
     ctx: &ShardContext,
-    key: PartitionKey,
-    log: PartitionLog,
-    part: PartitionData,
+    a: &Asked,
+    mut part: PartitionData,
 ) -> Result<Option<Appending>, ReplicaError> {
+    let (key, log) = (&a.key, &a.log);
     match ResponseError::try_from_code(part.error_code) {
         None => {}
         Some(ResponseError::OffsetOutOfRange)
@@ -244,21 +237,19 @@ async fn take(
             .map_err(ReplicaError::Partition)?;
         return Ok(None);
     }
-    match part.records.as_ref().filter(|r| !r.is_empty()) {
+    match part.records.take().filter(|r| !r.is_empty()) {
         Some(records) => {
-            let payload = ProducePayload::validate(records.clone(), usize::MAX)?;
+            let payload = ProducePayload::validate(records, usize::MAX)?;
             let appended = log.append_replica(&payload).await?;
             let journal = (key.0 == OFFSETS_TOPIC).then_some(payload);
             Ok(Some(Appending {
-                key,
-                log,
                 appended,
                 journal,
                 answer: part,
             }))
         }
         None => {
-            follow_leader(&log, &part).await?;
+            follow_leader(log, &part).await?;
             Ok(None)
         }
     }
@@ -267,7 +258,7 @@ async fn take(
 /// Waits until an answer's batches are durable here, then applies what follows from
 /// them: offsets journal commits to the host's LMDB, the leader's high watermark and
 /// log start.
-async fn settle(ctx: &ShardContext, x: Appending) -> Result<(), ReplicaError> {
+async fn settle(ctx: &ShardContext, a: &Asked, x: Appending) -> Result<(), ReplicaError> {
     x.appended.durable.waiting_for(Wait::Local).await?;
     if let Some(payload) = &x.journal {
         // A journal replica applies the commits it now holds to its host's LMDB.
@@ -276,7 +267,7 @@ async fn settle(ctx: &ShardContext, x: Appending) -> Result<(), ReplicaError> {
             .await
             .map_err(|e| ReplicaError::Journal(e.to_string()))?;
     }
-    follow_leader(&x.log, &x.answer).await
+    follow_leader(&a.log, &x.answer).await
 }
 
 /// The leader's high watermark and log start, as far as this replica holds them:

@@ -29,18 +29,12 @@ use sessions::FetchSession;
 
 type PartitionKey = (String, u32);
 
-/// A partition this shard follows: whom, at which epoch.
-struct Following {
-    leader: NodeId,
-    epoch: i32,
-}
-
 /// One shard's replication roles.
 #[derive(Default)]
 pub struct Replication {
     led: RefCell<HashMap<PartitionKey, Progress>>,
-    followed: RefCell<HashMap<PartitionKey, Following>>,
-    /// The fetch session with each leader node this shard follows partitions of.
+    /// The fetch session with each leader node this shard follows partitions of (what
+    /// it follows, from whom, at which epoch).
     sessions: RefCell<HashMap<NodeId, Rc<FetchSession>>>,
     proposing: RefCell<HashSet<PartitionKey>>,
     /// Offsets journal partitions this shard leads whose commits are applied to LMDB.
@@ -73,17 +67,25 @@ impl Replication {
             .unwrap_or(0)
     }
 
-    /// Stops following `key`; a session left without partitions ends.
-    fn stop_following(&self, key: &PartitionKey) {
-        let Some(f) = self.followed.borrow_mut().remove(key) else {
-            return;
-        };
-        let mut sessions = self.sessions.borrow_mut();
-        if sessions.get(&f.leader).is_some_and(|s| s.remove(key)) {
-            if let Some(s) = sessions.remove(&f.leader) {
+    /// Stops following `key` from any leader but `keep`; a session left without
+    /// partitions ends.
+    fn stop_following(&self, key: &PartitionKey, keep: Option<NodeId>) {
+        self.sessions.borrow_mut().retain(|leader, s| {
+            let emptied = Some(*leader) != keep && s.remove(key);
+            if emptied {
                 s.stop();
             }
-        }
+            !emptied
+        });
+    }
+
+    /// Every partition this shard follows.
+    fn followed(&self) -> Vec<PartitionKey> {
+        self.sessions
+            .borrow()
+            .values()
+            .flat_map(|s| s.keys())
+            .collect()
     }
 
     /// A fetch from replica `node` at `offset` whose last fetched epoch is

@@ -9,8 +9,7 @@ use std::{
 };
 
 use super::{
-    apply_cap, fetcher, progress::Progress, sessions::FetchSession, Following, PartitionKey,
-    Replication,
+    apply_cap, fetcher, progress::Progress, sessions::FetchSession, PartitionKey, Replication,
 };
 use crate::{
     group::journal,
@@ -66,7 +65,7 @@ async fn reconcile(ctx: &Rc<ShardContext>) {
             seen.insert(key.clone());
             let r = &ctx.replication;
             if state.leader == Some(ctx.node) {
-                r.stop_following(&key);
+                r.stop_following(&key, None);
                 if t.name == OFFSETS_TOPIC {
                     take_up_journal(ctx, p as u32).await;
                 }
@@ -110,23 +109,18 @@ async fn reconcile(ctx: &Rc<ShardContext>) {
                 step_down(ctx, &key);
                 match state.leader {
                     Some(leader) => follow(ctx, key, leader, state.leader_epoch),
-                    None => r.stop_following(&key),
+                    None => r.stop_following(&key, None),
                 }
             }
         }
     }
     let r = &ctx.replication;
-    let gone: Vec<PartitionKey> = r
-        .led
-        .borrow()
-        .keys()
-        .chain(r.followed.borrow().keys())
-        .filter(|k| !seen.contains(*k))
-        .cloned()
-        .collect();
+    let mut gone: Vec<PartitionKey> = r.led.borrow().keys().cloned().collect();
+    gone.extend(r.followed());
+    gone.retain(|k| !seen.contains(k));
     for key in gone {
         step_down(ctx, &key);
-        r.stop_following(&key);
+        r.stop_following(&key, None);
     }
 }
 
@@ -187,24 +181,21 @@ fn step_down(ctx: &ShardContext, key: &PartitionKey) {
 
 fn follow(ctx: &Rc<ShardContext>, key: PartitionKey, leader: NodeId, epoch: i32) {
     let r: &Replication = &ctx.replication;
-    if r.followed
+    if r.sessions
         .borrow()
-        .get(&key)
-        .is_some_and(|f| f.leader == leader && f.epoch == epoch)
+        .get(&leader)
+        .is_some_and(|s| s.current(&key, epoch))
     {
         return;
     }
-    r.stop_following(&key);
+    r.stop_following(&key, Some(leader));
     let session = Rc::clone(r.sessions.borrow_mut().entry(leader).or_insert_with(|| {
         let session = Rc::new(FetchSession::new(leader));
         glommio::spawn_local(fetcher::run(Rc::clone(ctx), Rc::clone(&session))).detach();
         session
     }));
     tracing::info!(topic = %key.0, partition = key.1, leader, epoch, "following");
-    session.add(key.clone(), epoch);
-    r.followed
-        .borrow_mut()
-        .insert(key, Following { leader, epoch });
+    session.add(key, epoch);
 }
 
 /// Each led partition's leader proposes the ISR change its followers' progress calls

@@ -54,11 +54,15 @@ impl FetchSession {
         );
     }
 
-    /// Stops following `key` here; true when no partition is left.
+    /// Stops following `key` here; true when that left no partition.
     pub fn remove(&self, key: &PartitionKey) -> bool {
         let mut parts = self.partitions.borrow_mut();
-        parts.remove(key);
-        parts.is_empty()
+        parts.remove(key).is_some() && parts.is_empty()
+    }
+
+    /// The partitions followed here.
+    pub fn keys(&self) -> Vec<PartitionKey> {
+        self.partitions.borrow().keys().cloned().collect()
     }
 
     /// The partitions to fetch at `now` (not sitting out), with their epochs.
@@ -124,6 +128,8 @@ mod tests {
         s.add(a.clone(), 4);
         assert_eq!(s.due(now).len(), 2, "a new epoch is fetched at once");
         assert!(!s.remove(&a));
+        assert_eq!(s.keys(), std::slice::from_ref(&b));
         assert!(s.remove(&b), "empty");
+        assert!(!s.remove(&b), "not followed here");
     }
 }

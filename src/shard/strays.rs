@@ -2,8 +2,9 @@
 //! moved elsewhere, while this host was away (a host that is up deletes those as they
 //! go). Shard 0 sweeps the host's data directory once, shortly after it starts: a
 //! directory whose `partition.metadata` names a topic id that no current partition
-//! with a replica on this host has is deleted. Unmarked directories (written before the marker) and ones that fail
-//! to read are left alone: deleting records on a guess is never right.
+//! with a replica on this host has is deleted. Unmarked directories (written before the
+//! marker) and ones that fail to read are left alone: deleting records on a guess is
+//! never right.
 
 use std::path::{Path, PathBuf};
 

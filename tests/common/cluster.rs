@@ -421,3 +421,14 @@ pub fn create_topic(bootstrap: &str, name: &str, partitions: u32, replication_fa
     ]);
     assert!(ok, "creating {name}: {out}");
 }
+
+/// The node `weir groups describe` names as the group's coordinator; panics with the
+/// output when it names none.
+pub fn coordinator_node(describe: &str) -> i64 {
+    describe
+        .split("coordinator ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no coordinator in {describe}"))
+}

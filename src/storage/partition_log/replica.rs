@@ -26,18 +26,7 @@ impl PartitionLog {
     /// `cap` (nor what is durable here), and moves up to it when it can. On a leader,
     /// the least durable end over the ISR; on a follower, its leader's high watermark.
     pub fn set_commit_cap(&self, cap: Offset) {
-        let mut st = self.shared.state.borrow_mut();
-        st.commit_cap = Some(cap);
-        let before = st.high_watermark;
-        st.advance_high_watermark();
-        if st.high_watermark == before {
-            return;
-        }
-        let woken = st.ready_waiters();
-        drop(st);
-        woken.into_iter().for_each(std::task::Waker::wake);
-        // Long-polling consumers look again.
-        self.shared.env.flusher.watermarks_moved();
+        self.cap_high_watermark(cap, false);
     }
 
     /// On a follower, the high watermark its leader sent: the commit cap, and the high
@@ -48,10 +37,18 @@ impl PartitionLog {
     /// serve no reads, so nobody saw the higher value, and a follower elected leader then
     /// starts from one that is committed.
     pub fn follow_high_watermark(&self, leader_hw: Offset) {
+        self.cap_high_watermark(leader_hw, true);
+    }
+
+    /// Sets the commit cap (first lowering the high watermark to it when `lower`) and
+    /// moves the high watermark up as far as it allows, waking what waited for that.
+    fn cap_high_watermark(&self, cap: Offset, lower: bool) {
         let mut st = self.shared.state.borrow_mut();
-        st.commit_cap = Some(leader_hw);
+        st.commit_cap = Some(cap);
         let before = st.high_watermark;
-        st.high_watermark = st.high_watermark.min(leader_hw).max(st.log_start);
+        if lower {
+            st.high_watermark = st.high_watermark.min(cap).max(st.log_start);
+        }
         st.advance_high_watermark();
         if st.high_watermark <= before {
             return;
@@ -59,6 +56,7 @@ impl PartitionLog {
         let woken = st.ready_waiters();
         drop(st);
         woken.into_iter().for_each(std::task::Waker::wake);
+        // Long-polling consumers look again.
         self.shared.env.flusher.watermarks_moved();
     }
 
