@@ -10,6 +10,7 @@ use weir_client::units::{parse_cores, parse_duration};
 use crate::{
     cluster::config::{cluster_from_flags, ClusterConfig, ClusterFlags},
     net::tls::TlsConfig,
+    security::config::SaslConfig,
     storage::{FlushMode, LogConfig},
 };
 
@@ -89,6 +90,8 @@ pub struct BrokerConfig {
     pub cluster: Option<ClusterConfig>,
     /// TLS listeners beside the plaintext ones; `None`: plaintext only.
     pub tls: Option<TlsConfig>,
+    /// SASL required on every listener; `None`: no login (anyone who can connect).
+    pub sasl: Option<SaslConfig>,
 }
 
 impl Default for BrokerConfig {
@@ -117,6 +120,7 @@ impl Default for BrokerConfig {
             node_id: 0,
             cluster: None,
             tls: None,
+            sasl: None,
         }
     }
 }
@@ -204,6 +208,10 @@ pub struct ConfigOverrides {
     pub tls_key: Option<PathBuf>,
     /// `--tls-client-ca FILE`
     pub tls_client_ca: Option<PathBuf>,
+    /// `--sasl-mechanisms LIST`, e.g. `"SCRAM-SHA-512,PLAIN"`
+    pub sasl_mechanisms: Option<String>,
+    /// `--sasl-user NAME:PASSWORD`, repeatable (a TOML array)
+    pub sasl_user: Option<Vec<String>>,
 }
 
 fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
@@ -266,6 +274,8 @@ impl ConfigOverrides {
             tls_cert: self.tls_cert.or(below.tls_cert),
             tls_key: self.tls_key.or(below.tls_key),
             tls_client_ca: self.tls_client_ca.or(below.tls_client_ca),
+            sasl_mechanisms: self.sasl_mechanisms.or(below.sasl_mechanisms),
+            sasl_user: self.sasl_user.or(below.sasl_user),
         }
     }
 }
@@ -431,6 +441,17 @@ impl BrokerConfig {
         )
         .map_err(|e| invalid(e.option, e.reason))?;
         self.tls = tls_from(o.tls_listen, o.tls_cert, o.tls_key, o.tls_client_ca)?;
+        self.sasl = SaslConfig::from_flags(
+            o.sasl_mechanisms.as_deref(),
+            o.sasl_user.as_deref().unwrap_or_default(),
+        )
+        .map_err(|e| invalid(e.option, e.reason))?;
+        if self.sasl.as_ref().is_some_and(|s| s.users.is_empty()) && self.cluster.is_some() {
+            return Err(invalid(
+                "--sasl-user",
+                "a cluster host with SASL needs one: its followers log in as the first",
+            ));
+        }
         self.validate()?;
         Ok(self)
     }

@@ -16,7 +16,9 @@
 //! answers in request order, and never names a Kafka API; [`api`] holds one handler per
 //! API and the one table of them ([`api::ROUTES`]); handlers reach partitions and groups
 //! through the shard's [`shard::context::ShardContext`]; [`api::error_code`] is the one
-//! place internal errors become Kafka error codes.
+//! place internal errors become Kafka error codes. Who a client is — its SASL login,
+//! checked against the SCRAM credentials of [`security`] — is the connection's
+//! [`api::session::Session`], which [`api::decode`] consults before any handler runs.
 //!
 //! # Where a produce request goes
 //!
@@ -71,5 +73,6 @@ pub mod metrics;
 pub mod net;
 pub mod replication;
 pub mod reserve_alloc;
+pub mod security;
 pub mod shard;
 pub mod storage;

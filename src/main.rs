@@ -11,6 +11,7 @@ use weir::{
     },
     config::{BrokerConfig, ConfigOverrides, LogFormat},
 };
+use weir_client::sasl::{SaslLogin, SaslMechanism};
 
 /// Survives requests that claim absurd array lengths; see `weir::reserve_alloc`.
 #[global_allocator]
@@ -42,6 +43,13 @@ enum Command {
         broker: BrokerAddress,
         #[command(subcommand)]
         command: GroupsCommand,
+    },
+    /// Manage SASL/SCRAM users on a running broker.
+    Users {
+        #[command(flatten)]
+        broker: BrokerAddress,
+        #[command(subcommand)]
+        command: UsersCommand,
     },
     /// Inspect the cluster: the controller quorum and the hosts.
     Cluster {
@@ -100,6 +108,58 @@ struct BrokerAddress {
         global = true
     )]
     bootstrap: String,
+    /// Log in as this user (where the broker requires SASL).
+    #[arg(long, value_name = "NAME:PASSWORD", global = true)]
+    sasl_user: Option<String>,
+    /// The SASL mechanism to log in with.
+    #[arg(
+        long,
+        value_name = "MECHANISM",
+        default_value = "SCRAM-SHA-512",
+        global = true
+    )]
+    sasl_mechanism: String,
+}
+
+impl BrokerAddress {
+    /// The SASL login the flags ask for, if any.
+    fn login(&self) -> anyhow::Result<Option<SaslLogin>> {
+        let Some(text) = &self.sasl_user else {
+            return Ok(None);
+        };
+        let mechanism = SaslMechanism::from_name(&self.sasl_mechanism).with_context(|| {
+            format!(
+                "--sasl-mechanism {:?}: not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+                self.sasl_mechanism
+            )
+        })?;
+        let login =
+            SaslLogin::parse(mechanism, text).map_err(|e| anyhow::anyhow!("--sasl-user: {e}"))?;
+        Ok(Some(login))
+    }
+}
+
+#[derive(Subcommand)]
+enum UsersCommand {
+    /// List users and their SCRAM mechanisms.
+    List,
+    /// Create a user, or set its password: SCRAM-SHA-256 and SCRAM-SHA-512 credentials
+    /// (the password is salted here; the broker never sees it).
+    Create {
+        /// User name.
+        name: String,
+        /// The password.
+        #[arg(long)]
+        password: String,
+        /// PBKDF2 iterations (4096..=16384).
+        #[arg(long, default_value_t = 4096)]
+        iterations: u32,
+    },
+    /// Delete a user's credentials.
+    Delete {
+        /// User name.
+        name: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -300,6 +360,14 @@ struct ServeArgs {
     /// Require client certificates signed by this CA (PEM): mutual TLS.
     #[arg(long, value_name = "FILE")]
     tls_client_ca: Option<PathBuf>,
+    /// Require a SASL login on every listener with one of these mechanisms
+    /// (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; comma-separated).
+    #[arg(long, value_name = "LIST")]
+    sasl_mechanisms: Option<String>,
+    /// Create or update this user's SCRAM credentials at start (repeatable). The first
+    /// is also who this host's followers log in as on other hosts.
+    #[arg(long, value_name = "NAME:PASSWORD")]
+    sasl_user: Vec<String>,
 }
 
 impl ServeArgs {
@@ -340,17 +408,25 @@ impl ServeArgs {
                 tls_cert: self.tls_cert,
                 tls_key: self.tls_key,
                 tls_client_ca: self.tls_client_ca,
+                sasl_mechanisms: self.sasl_mechanisms,
+                sasl_user: (!self.sasl_user.is_empty()).then_some(self.sasl_user),
             },
         )
     }
 }
 
 fn admin(
-    bootstrap: &str,
+    broker: &BrokerAddress,
     run: impl FnOnce(&mut Admin) -> Result<String, AdminError>,
 ) -> anyhow::Result<()> {
-    let mut session =
-        Admin::connect(bootstrap).with_context(|| format!("connecting to {bootstrap}"))?;
+    let bootstrap = &broker.bootstrap;
+    let login = broker.login()?;
+    let hint = match login {
+        None => " (if it requires SASL, log in with --sasl-user NAME:PASSWORD)",
+        Some(_) => "",
+    };
+    let mut session = Admin::connect(bootstrap, login)
+        .with_context(|| format!("connecting to {bootstrap}{hint}"))?;
     print!("{}", run(&mut session)?);
     Ok(())
 }
@@ -359,7 +435,7 @@ fn main() -> anyhow::Result<()> {
     let args = match Cli::parse().command {
         Command::Serve(args) => args,
         Command::Topics { broker, command } => {
-            return admin(&broker.bootstrap, |a| match command {
+            return admin(&broker, |a| match command {
                 TopicsCommand::List => a.topics_list(),
                 TopicsCommand::Create {
                     name,
@@ -425,8 +501,19 @@ fn main() -> anyhow::Result<()> {
             }
             return Ok(());
         }
+        Command::Users { broker, command } => {
+            return admin(&broker, |a| match command {
+                UsersCommand::List => a.users_list(),
+                UsersCommand::Create {
+                    name,
+                    password,
+                    iterations,
+                } => a.users_create(&name, &password, iterations),
+                UsersCommand::Delete { name } => a.users_delete(&name),
+            })
+        }
         Command::Groups { broker, command } => {
-            return admin(&broker.bootstrap, |a| match command {
+            return admin(&broker, |a| match command {
                 GroupsCommand::List => a.groups_list(),
                 GroupsCommand::Describe { group } => a.groups_describe(&group),
                 GroupsCommand::ResetOffsets {

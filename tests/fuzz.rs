@@ -22,18 +22,20 @@ use kafka_protocol::messages::{
     fetch_request::{FetchPartition, FetchTopic},
     metadata_request::MetadataRequestTopic,
     produce_request::{PartitionProduceData, TopicProduceData},
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    AlterConfigsRequest, AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    DescribeUserScramCredentialsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    RequestHeader, SyncGroupRequest,
+    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::Decodable;
 use weir::{
-    api::decode,
+    api::{decode, session::Session, SecurityProtocol},
     net::frame::take_frame,
+    security::{plain, scram_server::ServerExchange},
     storage::{
         record_batch::{check, BatchHeader},
         segment_index::{OffsetIndex, TimeIndex},
@@ -126,6 +128,12 @@ fn request_seeds() -> Vec<Vec<u8>> {
     seeds.push(frame(&ListGroupsRequest::default(), 4));
     seeds.push(frame(&DescribeGroupsRequest::default(), 5));
     seeds.push(frame(&DeleteGroupsRequest::default(), 2));
+    seeds.push(frame(&SaslHandshakeRequest::default(), 1));
+    for v in [0, 2] {
+        seeds.push(frame(&SaslAuthenticateRequest::default(), v));
+    }
+    seeds.push(frame(&DescribeUserScramCredentialsRequest::default(), 0));
+    seeds.push(frame(&AlterUserScramCredentialsRequest::default(), 0));
     seeds
 }
 
@@ -150,6 +158,8 @@ fn validate_produce_batches(frame: &[u8]) {
 #[test]
 fn request_framing_and_decoding() {
     let seeds = request_seeds();
+    // A connection that needs no login, so every API's decoder is reached.
+    let session = std::rc::Rc::new(Session::new(SecurityProtocol::Plaintext, None, false));
     let executions = fuzz("request framing and decoding", &seeds, |input| {
         // As sent, and with the length prefix repaired so that a mutated header or body
         // reaches the decoders instead of stopping at the framing.
@@ -167,7 +177,7 @@ fn request_framing_and_decoding() {
                 assert!(buf.len() + payload.len() + 4 <= before);
                 // The broker's decoding: header, then body by the API's handler.
                 let frame = payload.freeze();
-                if let Ok(request) = decode(frame.clone(), weir::api::SecurityProtocol::Plaintext) {
+                if let Ok(request) = decode(frame.clone(), &session) {
                     if request.key() == ApiKey::Produce {
                         validate_produce_batches(&frame);
                     }
@@ -310,6 +320,38 @@ fn batch_records_decoding() {
             if let Ok(times) = weir::storage::batch_records::record_times(&b) {
                 assert_eq!(times.len() as u32, b.record_count());
             }
+        }
+    });
+    assert!(executions > 1000);
+}
+
+/// SASL payloads as SaslAuthenticate carries them: PLAIN messages and SCRAM client-first
+/// and client-final messages (the latter against a server-first the seed answered).
+#[test]
+fn sasl_payloads() {
+    use weir::security::credentials::{ScramCredential, ScramHash};
+    use weir_client::scram::{ClientExchange, Mechanism};
+    let m = Mechanism::Sha256;
+    let stored = ScramCredential::from_password(ScramHash::Sha256, "pw", 4096).expect("credential");
+    let (mut client, first) = ClientExchange::start(m, "user", "pw").expect("client");
+    let (_, server_first) =
+        ServerExchange::start(m, &first, |_| Some(stored.clone())).expect("first");
+    let last = client.answer(&server_first).expect("final");
+    let seeds = vec![
+        b"\0user\0pw".to_vec(),
+        b"user\0user\0pw".to_vec(),
+        first.clone(),
+        b"y,,n=us=2Cer,r=abc,ext=1".to_vec(),
+        last,
+    ];
+    let executions = fuzz("SASL payloads", &seeds, |input| {
+        let _ = plain::parse(input);
+        if let Ok((server, _)) = ServerExchange::start(m, input, |_| Some(stored.clone())) {
+            let _ = server.finish(input);
+        }
+        // A real exchange's server-first, finished by the mutated bytes.
+        if let Ok((server, _)) = ServerExchange::start(m, &first, |_| Some(stored.clone())) {
+            let _ = server.finish(input);
         }
     });
     assert!(executions > 1000);

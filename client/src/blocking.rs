@@ -8,10 +8,12 @@ use std::{
 };
 
 use bytes::BytesMut;
-use kafka_protocol::protocol::Request;
+use kafka_protocol::{messages::SaslAuthenticateRequest, protocol::Request};
 
 use crate::{
+    connection::{check_authenticate, check_handshake},
     frame::{decode_response, encode_request, response_length, FrameError},
+    sasl::{Login, SaslLogin, AUTHENTICATE_VERSION, HANDSHAKE_VERSION},
     ClientError, Result,
 };
 
@@ -39,6 +41,45 @@ impl Connection {
             correlation_id: 0,
             client_id,
         })
+    }
+
+    /// Connects to `addr` like [`Connection::open`], then logs in as `login` if given.
+    pub fn open_as(
+        addr: &str,
+        client_id: &'static str,
+        login: Option<&SaslLogin>,
+    ) -> Result<Connection> {
+        let mut connection = Connection::open(addr, client_id)?;
+        if let Some(login) = login {
+            connection.log_in(login)?;
+        }
+        Ok(connection)
+    }
+
+    /// Logs in as `login`: SaslHandshake, then SaslAuthenticate until the mechanism is
+    /// done. A refusal is [`ClientError::Sasl`] with the broker's message.
+    pub fn log_in(&mut self, login: &SaslLogin) -> Result<()> {
+        let handshake = self.call(&login.handshake(), HANDSHAKE_VERSION)?;
+        check_handshake(
+            &self.addr,
+            login,
+            handshake.error_code,
+            &handshake.mechanisms,
+        )?;
+        let (mut steps, mut request) = Login::start(login)?;
+        loop {
+            let answer: <SaslAuthenticateRequest as Request>::Response =
+                self.call(&request, AUTHENTICATE_VERSION)?;
+            check_authenticate(
+                &self.addr,
+                answer.error_code,
+                answer.error_message.as_deref(),
+            )?;
+            match steps.next(&answer.auth_bytes)? {
+                Some(next) => request = next,
+                None => return Ok(()),
+            }
+        }
     }
 
     /// Sends `request` at `version` and returns the decoded response.

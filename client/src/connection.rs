@@ -16,11 +16,12 @@ use futures_lite::{
     io::{split, BufReader, ReadHalf, WriteHalf},
     AsyncReadExt, AsyncWriteExt,
 };
-use kafka_protocol::protocol::Request;
+use kafka_protocol::{messages::SaslAuthenticateRequest, protocol::Request};
 
 use crate::{
     dialer::{Dialer, Stream},
     frame::{decode_response, encode_request, response_length},
+    sasl::{Login, SaslLogin, AUTHENTICATE_VERSION, HANDSHAKE_VERSION},
     ClientError, Result,
 };
 
@@ -36,8 +37,8 @@ pub async fn connect(
     connect_with(&Dialer::plaintext(), addr, client_id).await
 }
 
-/// Opens a connection to `addr` the way `dialer` says (plain or TLS) and returns its two
-/// halves; requests carry `client_id`.
+/// Opens a connection to `addr` the way `dialer` says (plain or TLS, logged in with
+/// SASL when it has a login) and returns its two halves; requests carry `client_id`.
 pub async fn connect_with(
     dialer: &Dialer,
     addr: &str,
@@ -46,19 +47,79 @@ pub async fn connect_with(
     let stream = dialer.open(addr).await?;
     let addr: Rc<str> = Rc::from(addr);
     let (read, write) = split(stream);
-    Ok((
-        RequestWriter {
-            addr: addr.clone(),
-            half: write,
-            frame: BytesMut::with_capacity(BUFFER_BYTES),
-            correlation_id: 0,
-            client_id,
-        },
-        ResponseReader {
-            addr,
-            half: BufReader::with_capacity(BUFFER_BYTES, read),
-        },
-    ))
+    let mut writer = RequestWriter {
+        addr: addr.clone(),
+        half: write,
+        frame: BytesMut::with_capacity(BUFFER_BYTES),
+        correlation_id: 0,
+        client_id,
+    };
+    let mut reader = ResponseReader {
+        addr,
+        half: BufReader::with_capacity(BUFFER_BYTES, read),
+    };
+    if let Some(login) = dialer.sasl() {
+        log_in(&mut writer, &mut reader, login).await?;
+    }
+    Ok((writer, reader))
+}
+
+/// Logs in as `login` on a fresh connection: SaslHandshake, then SaslAuthenticate until
+/// the mechanism is done. A refusal is [`ClientError::Sasl`] with the broker's message.
+pub async fn log_in(
+    writer: &mut RequestWriter,
+    reader: &mut ResponseReader,
+    login: &SaslLogin,
+) -> Result<()> {
+    let handshake = call(writer, reader, &login.handshake(), HANDSHAKE_VERSION).await?;
+    check_handshake(
+        writer.addr(),
+        login,
+        handshake.error_code,
+        &handshake.mechanisms,
+    )?;
+    let (mut steps, mut request) = Login::start(login)?;
+    loop {
+        let answer: <SaslAuthenticateRequest as Request>::Response =
+            call(writer, reader, &request, AUTHENTICATE_VERSION).await?;
+        check_authenticate(
+            writer.addr(),
+            answer.error_code,
+            answer.error_message.as_deref(),
+        )?;
+        match steps.next(&answer.auth_bytes)? {
+            Some(next) => request = next,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// `Err` when a SaslHandshake was refused: the mechanisms the broker offers instead.
+pub(crate) fn check_handshake(
+    addr: &str,
+    login: &SaslLogin,
+    code: i16,
+    offered: &[kafka_protocol::protocol::StrBytes],
+) -> Result<()> {
+    if code == 0 {
+        return Ok(());
+    }
+    let offered: Vec<&str> = offered.iter().map(|m| m.as_str()).collect();
+    Err(ClientError::Sasl(format!(
+        "broker {addr} does not offer {} (offers {offered:?}; error {code})",
+        login.mechanism.name()
+    )))
+}
+
+/// `Err` when a SaslAuthenticate was refused, with the broker's message.
+pub(crate) fn check_authenticate(addr: &str, code: i16, message: Option<&str>) -> Result<()> {
+    if code == 0 {
+        return Ok(());
+    }
+    Err(ClientError::Sasl(format!(
+        "broker {addr} refused the login (error {code}): {}",
+        message.unwrap_or("-")
+    )))
 }
 
 /// The sending half: encodes and writes requests.

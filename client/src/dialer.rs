@@ -18,21 +18,26 @@ use rustls::{
     ClientConfig, RootCertStore,
 };
 
-use crate::{ClientError, Result};
+use crate::{sasl::SaslLogin, ClientError, Result};
 
-/// Plain TCP or TLS.
+/// Plain TCP or TLS, and the SASL login to run on every new connection, if any.
 #[derive(Clone, Default)]
 pub struct Dialer {
     tls: Option<TlsConnector>,
+    sasl: Option<SaslLogin>,
 }
 
 impl std::fmt::Debug for Dialer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.tls.is_some() {
-            "Dialer(tls)"
+        let tls = if self.tls.is_some() {
+            "tls"
         } else {
-            "Dialer(plaintext)"
-        })
+            "plaintext"
+        };
+        match &self.sasl {
+            Some(login) => write!(f, "Dialer({tls}, {login:?})"),
+            None => write!(f, "Dialer({tls})"),
+        }
     }
 }
 
@@ -65,7 +70,22 @@ impl Dialer {
             .with_no_client_auth();
         Ok(Dialer {
             tls: Some(TlsConnector::from(Arc::new(config))),
+            sasl: None,
         })
+    }
+
+    /// The same dialer, logging in as `login` on every connection it opens
+    /// ([`crate::connection::connect_with`] runs the login).
+    pub fn with_sasl(self, login: Option<SaslLogin>) -> Dialer {
+        Dialer {
+            sasl: login,
+            ..self
+        }
+    }
+
+    /// The SASL login connections run first, if any.
+    pub fn sasl(&self) -> Option<&SaslLogin> {
+        self.sasl.as_ref()
     }
 
     /// True when this dialer speaks TLS.

@@ -41,6 +41,10 @@ pub enum ClientError {
         /// What went wrong.
         reason: String,
     },
+    /// A SASL login failed: the broker refused the mechanism or the credentials, or it
+    /// could not prove it knows the password.
+    #[error("SASL: {0}")]
+    Sasl(String),
     /// The topic did not get a leader for every partition in time.
     #[error("topic {0} has partitions without a leader after 10 s")]
     NoLeader(String),

@@ -10,6 +10,8 @@
 //!   another reading the answers in order, over plain TCP or TLS ([`dialer`]).
 //! - [`blocking`]: a plain `std::net` connection for tests and the admin commands.
 //! - [`metadata`]: finding a topic's partitions and leaders, and their offsets.
+//! - [`sasl`], [`scram`]: logging in to a broker that requires SASL (PLAIN,
+//!   SCRAM-SHA-256/512), on either connection.
 //! - [`units`]: the one parser for durations and core lists that every command line uses.
 //!
 //! Message bodies are [`kafka_protocol`]'s types; this crate adds what that crate leaves
@@ -24,6 +26,8 @@ pub mod error;
 pub mod frame;
 pub mod metadata;
 pub mod record_batch;
+pub mod sasl;
+pub mod scram;
 pub mod units;
 pub mod varint;
 

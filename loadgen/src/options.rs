@@ -16,6 +16,14 @@ pub struct Workload {
     /// this PEM file; --bootstrap is then a TLS listener.
     #[arg(long, value_name = "FILE")]
     pub tls_ca: Option<PathBuf>,
+    /// Log in with SASL as NAME:PASSWORD on every connection (where the brokers require
+    /// it). Never written to the results.
+    #[arg(long, value_name = "NAME:PASSWORD")]
+    #[serde(skip)]
+    pub sasl_user: Option<String>,
+    /// The SASL mechanism --sasl-user logs in with.
+    #[arg(long, default_value = "SCRAM-SHA-512", value_name = "MECHANISM")]
+    pub sasl_mechanism: String,
     /// Topic to use; created with --partitions if missing.
     #[arg(long, default_value = "loadgen")]
     pub topic: String,

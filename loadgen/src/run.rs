@@ -13,7 +13,11 @@ use anyhow::{anyhow, Context};
 use glommio::{LocalExecutorBuilder, Placement};
 use kafka_protocol::{messages::TopicName, protocol::StrBytes};
 
-use weir_client::{dialer::Dialer, metadata};
+use weir_client::{
+    dialer::Dialer,
+    metadata,
+    sasl::{SaslLogin, SaslMechanism},
+};
 
 use crate::{
     broker_metrics,
@@ -67,6 +71,21 @@ pub enum Outcome {
     Aborted(String),
 }
 
+/// The SASL login `--sasl-user` and `--sasl-mechanism` ask for, if any.
+fn sasl_login(workload: &Workload) -> anyhow::Result<Option<SaslLogin>> {
+    let Some(text) = &workload.sasl_user else {
+        return Ok(None);
+    };
+    let mechanism = SaslMechanism::from_name(&workload.sasl_mechanism).ok_or_else(|| {
+        anyhow!(
+            "--sasl-mechanism {:?}: not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+            workload.sasl_mechanism
+        )
+    })?;
+    let login = SaslLogin::parse(mechanism, text).map_err(|e| anyhow!("--sasl-user: {e}"))?;
+    Ok(Some(login))
+}
+
 /// Runs `workload` in `mode`, printing progress and writing the results into its `out`.
 pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
     workload.validate().map_err(|e| anyhow!(e))?;
@@ -82,6 +101,7 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         Some(ca) => Dialer::tls(ca).context("setting up TLS")?,
         None => Dialer::plaintext(),
     };
+    let dialer = dialer.with_sasl(sasl_login(workload)?);
 
     let (topology, start_offsets, membership) = set_up(mode, workload, &dialer)?;
     let broker_scrape = workload

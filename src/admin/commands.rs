@@ -23,7 +23,7 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use weir_client::{blocking::Connection, ClientError};
+use weir_client::{blocking::Connection, sasl::SaslLogin, ClientError};
 
 /// Kafka's resource type for topics.
 const TOPIC_RESOURCE: i8 = 2;
@@ -54,9 +54,9 @@ pub enum AdminError {
     Refused(String),
 }
 
-type Result<T> = std::result::Result<T, AdminError>;
+pub(super) type Result<T> = std::result::Result<T, AdminError>;
 
-fn check(code: i16, what: impl Into<String>) -> Result<()> {
+pub(super) fn check(code: i16, what: impl Into<String>) -> Result<()> {
     match ResponseError::try_from_code(code) {
         None => Ok(()),
         Some(e) => Err(AdminError::Kafka {
@@ -105,20 +105,23 @@ pub enum ResetTarget {
     Offset(i64),
 }
 
-/// A session with a cluster: the bootstrap connection and one per broker.
+/// A session with a cluster: the bootstrap connection and one per broker, each logged
+/// in with SASL where a login is given.
 pub struct Admin {
     bootstrap: Connection,
     brokers: BTreeMap<i32, String>,
     connections: HashMap<i32, Connection>,
+    login: Option<SaslLogin>,
 }
 
 impl Admin {
-    /// Connects to `bootstrap` and learns the brokers.
-    pub fn connect(bootstrap: &str) -> Result<Admin> {
+    /// Connects to `bootstrap` (logging in as `login`, if given) and learns the brokers.
+    pub fn connect(bootstrap: &str, login: Option<SaslLogin>) -> Result<Admin> {
         let mut admin = Admin {
-            bootstrap: Connection::open(bootstrap, CLIENT_ID)?,
+            bootstrap: Connection::open_as(bootstrap, CLIENT_ID, login.as_ref())?,
             brokers: BTreeMap::new(),
             connections: HashMap::new(),
+            login,
         };
         let m = admin.metadata(Some(Vec::new()))?;
         admin.brokers = m
@@ -134,10 +137,15 @@ impl Admin {
             let addr = self.brokers.get(&id).ok_or_else(|| {
                 AdminError::Refused(format!("broker {id} is not in the cluster metadata"))
             })?;
-            let c = Connection::open(addr, CLIENT_ID)?;
+            let c = Connection::open_as(addr, CLIENT_ID, self.login.as_ref())?;
             self.connections.insert(id, c);
         }
         Ok(self.connections.get_mut(&id).expect("inserted"))
+    }
+
+    /// The bootstrap broker's connection, for requests any broker answers.
+    pub(super) fn bootstrap(&mut self) -> &mut Connection {
+        &mut self.bootstrap
     }
 
     fn metadata(&mut self, topics: Option<Vec<String>>) -> Result<MetadataResponse> {

@@ -40,7 +40,7 @@ impl Handler for DescribeCluster {
         response.cluster_id = StrBytes::from_string(view.cluster_id.clone());
         response.controller_id = BrokerId(view.controller.unwrap_or(-1));
         response.cluster_authorized_operations = i32::MIN;
-        response.brokers = brokers(view, call.protocol)
+        response.brokers = brokers(view, call.session.protocol())
             .map(|(broker_id, host, port)| {
                 let mut b = DescribeClusterBroker::default();
                 b.broker_id = broker_id;

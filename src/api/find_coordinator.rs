@@ -61,7 +61,8 @@ impl Handler for FindCoordinator {
                 .filter(|h| !h.fenced)
                 .ok_or(ResponseError::CoordinatorNotAvailable)?;
             let port = call
-                .protocol
+                .session
+                .protocol()
                 .port_of(host)
                 .ok_or(ResponseError::CoordinatorNotAvailable)?;
             let port = i32::from(port) + shard_of(node).0 as i32;

@@ -128,7 +128,7 @@ impl Handler for Metadata {
         ctx.resync().await;
         let snapshot = ctx.metadata();
         let view = &snapshot.view;
-        response.brokers = brokers(view, call.protocol)
+        response.brokers = brokers(view, call.session.protocol())
             .map(|(node_id, host, port)| {
                 let mut b = MetadataResponseBroker::default();
                 b.node_id = node_id;

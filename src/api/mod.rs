@@ -9,6 +9,7 @@
 //! Kafka error code, from [`error_code`] for internal errors.
 
 pub mod alter_configs;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -18,6 +19,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_user_scram_credentials;
 pub mod error_code;
 pub mod fetch;
 pub mod find_coordinator;
@@ -34,6 +36,9 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
+pub mod session;
 pub mod sync_group;
 
 use std::{future::Future, rc::Rc, time::Instant};
@@ -80,6 +85,18 @@ pub const ROUTES: &[Route] = &[
     Route::to::<describe_groups::DescribeGroups>(ApiKey::DescribeGroups, 0, 5),
     Route::to::<delete_groups::DeleteGroups>(ApiKey::DeleteGroups, 0, 2),
     Route::to::<offset_delete::OffsetDelete>(ApiKey::OffsetDelete, 0, 0),
+    Route::to::<sasl_handshake::SaslHandshake>(ApiKey::SaslHandshake, 0, 1),
+    Route::to::<sasl_authenticate::SaslAuthenticate>(ApiKey::SaslAuthenticate, 0, 2),
+    Route::to::<describe_user_scram_credentials::DescribeUserScramCredentials>(
+        ApiKey::DescribeUserScramCredentials,
+        0,
+        0,
+    ),
+    Route::to::<alter_user_scram_credentials::AlterUserScramCredentials>(
+        ApiKey::AlterUserScramCredentials,
+        0,
+        0,
+    ),
 ];
 
 /// One request as its handler sees it: the API and the request header.
@@ -89,8 +106,8 @@ pub struct Call {
     pub key: ApiKey,
     /// The request header.
     pub header: RequestHeader,
-    /// The listener the request came through.
-    pub protocol: SecurityProtocol,
+    /// The connection's listener and login.
+    pub session: Rc<session::Session>,
 }
 
 /// A listener's security protocol, as Kafka names them: Metadata and FindCoordinator
@@ -250,6 +267,10 @@ pub enum RequestError {
     /// The request header is malformed.
     #[error("bad request header: {0}")]
     Header(String),
+    /// A request other than the login's next step before the client logged in (or after
+    /// its login failed).
+    #[error("{0:?} before a SASL login")]
+    Unauthenticated(ApiKey),
     /// The request body is malformed.
     #[error("undecodable {key:?} v{version} body: {source}")]
     Body {
@@ -364,11 +385,14 @@ fn api_name<H: Handler>() -> &'static str {
     full.rsplit("::").next().unwrap_or(full)
 }
 
-/// Decodes a request frame (without its length prefix) that came through a listener of
-/// `protocol`: the header, then the body by the API's handler. Refuses unknown API
-/// keys, versions this broker does not serve (except for ApiVersions, which answers
-/// them), and malformed headers and bodies.
-pub fn decode(frame: Bytes, protocol: SecurityProtocol) -> Result<Decoded, RequestError> {
+/// Decodes a request frame (without its length prefix) of the connection of `session`:
+/// the header, then the body by the API's handler. Refuses unknown API keys, versions
+/// this broker does not serve (except for ApiVersions, which answers them), requests
+/// the session's login does not admit yet, and malformed headers and bodies.
+pub fn decode(frame: Bytes, session: &Rc<session::Session>) -> Result<Decoded, RequestError> {
+    if session.expects_raw_token() {
+        return Ok(sasl_authenticate::raw_token(frame, Rc::clone(session)));
+    }
     if frame.len() < 8 {
         return Err(RequestError::Short(frame.len()));
     }
@@ -376,6 +400,9 @@ pub fn decode(frame: Bytes, protocol: SecurityProtocol) -> Result<Decoded, Reque
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let key = ApiKey::try_from(raw_key).map_err(|_| RequestError::UnknownKey(raw_key))?;
     let route = Route::of(key).ok_or(RequestError::Unsupported(key))?;
+    if !session.admits(key) {
+        return Err(RequestError::Unauthenticated(key));
+    }
     if key != ApiKey::ApiVersions && !(route.version_min..=route.version_max).contains(&version) {
         // The header is still read, so the operator learns which client it was.
         let header = RequestHeader::decode(
@@ -402,7 +429,7 @@ pub fn decode(frame: Bytes, protocol: SecurityProtocol) -> Result<Decoded, Reque
         Call {
             key,
             header,
-            protocol,
+            session: Rc::clone(session),
         },
         body,
     )

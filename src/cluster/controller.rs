@@ -526,6 +526,7 @@ impl Controller {
                 isr,
             },
             MetadataChange::PreferLeaders => Command::PreferLeaders,
+            MetadataChange::Security(change) => Command::Security(change),
             MetadataChange::Drain {
                 host,
                 draining,

@@ -11,6 +11,8 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
+use crate::security::state::{SecurityChange, SecurityState};
+
 use super::{
     partition_state::{IsrRefusal, PartitionState},
     placement::{host_of, node_id, place, replicas, shard_of, NodeId, ShardId},
@@ -68,6 +70,9 @@ pub struct ClusterState {
     /// The group coordinators: group `g` is coordinated by
     /// `coordinators[coordinator_slot(g)]`. Empty until the first FindCoordinator.
     pub coordinators: Vec<NodeId>,
+    /// Users' credentials (absent in metadata written before SASL: none).
+    #[serde(default)]
+    pub security: SecurityState,
 }
 
 /// Why metadata could not be changed or read. Travels between hosts.
@@ -204,6 +209,8 @@ pub enum MetadataChange {
         #[serde(default)]
         reassign: bool,
     },
+    /// A change to the users' credentials.
+    Security(SecurityChange),
 }
 
 fn one() -> usize {
@@ -280,6 +287,8 @@ pub enum Command {
         #[serde(default)]
         reassign: bool,
     },
+    /// A change to the users' credentials.
+    Security(SecurityChange),
 }
 
 impl ClusterState {
@@ -447,6 +456,7 @@ impl ClusterState {
                     }
                 }
             }
+            Command::Security(change) => self.security.apply(&change),
         }
         Ok(())
     }

@@ -159,7 +159,9 @@ impl TopicRegistry {
             ..ClusterState::default()
         };
         let nodes: Vec<NodeId> = record.nodes(host).collect();
-        for mut t in read_topics(&path)? {
+        let file = read_json::<RegistryFile>(&path)?.unwrap_or_default();
+        cluster.security = file.security;
+        for mut t in file.topics {
             if t.placement.len() != t.partitions as usize {
                 t.placement = place(&nodes, &t.name, 0..t.partitions);
             }
@@ -219,6 +221,8 @@ impl TopicRegistry {
         read_topics(&data_dir.join(REGISTRY_FILE))
     }
 }
+
+mod security;
 
 /// The topics of the `topics.json` at `path` (none when it does not exist).
 fn read_topics(path: &Path) -> Result<Vec<TopicInfo>, RegistryError> {
@@ -574,17 +578,21 @@ impl TopicRegistry {
         glommio::executor()
             .spawn_blocking(move || {
                 let _writer = me.write.lock().unwrap_or_else(|p| p.into_inner());
-                let topics: Vec<TopicInfo> = {
+                let file = {
                     let s = me.state();
-                    s.cluster
-                        .topics
-                        .values()
-                        .filter(|t| t.name != replaced)
-                        .chain(s.pending.values())
-                        .cloned()
-                        .collect()
+                    RegistryFile {
+                        topics: s
+                            .cluster
+                            .topics
+                            .values()
+                            .filter(|t| t.name != replaced)
+                            .chain(s.pending.values())
+                            .cloned()
+                            .collect(),
+                        security: s.cluster.security.clone(),
+                    }
                 };
-                Ok(write_json(&me.path, &RegistryFile { topics })?)
+                Ok(write_json(&me.path, &file)?)
             })
             .await
     }

@@ -7,15 +7,20 @@ use std::path::{Path, PathBuf};
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
+use crate::security::state::SecurityState;
+
 use super::{cluster_state::ClusterState, topic::TopicInfo};
 
 /// File name of a single host's registry inside the data directory.
 pub const REGISTRY_FILE: &str = "topics.json";
 
 /// `topics.json`.
-#[derive(Serialize, Deserialize)]
+#[derive(Default, Serialize, Deserialize)]
 pub(super) struct RegistryFile {
     pub(super) topics: Vec<TopicInfo>,
+    /// Users' credentials (absent in files written before SASL: none).
+    #[serde(default)]
+    pub(super) security: SecurityState,
 }
 
 /// File name of a cluster host's last installed metadata inside the data directory.

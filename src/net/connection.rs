@@ -21,7 +21,7 @@ use glommio::{
 };
 
 use crate::{
-    api::{self, RequestError, SecurityProtocol},
+    api::{self, session::Session, RequestError},
     shard::context::ShardContext,
 };
 
@@ -59,6 +59,9 @@ pub enum ConnectionError {
     /// The client sent a request the broker refuses.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// The client's SASL login failed (its refusal was sent first).
+    #[error("SASL login failed")]
+    LoginFailed,
     /// The TLS handshake failed: not TLS, an old protocol version, an untrusted client
     /// certificate.
     #[error("TLS handshake: {0}")]
@@ -75,6 +78,7 @@ impl ConnectionError {
             ConnectionError::Stalled(_) => "stalled",
             ConnectionError::Request(_) => "request",
             ConnectionError::Handshake(_) => "tls",
+            ConnectionError::LoginFailed => "login",
         }
     }
 
@@ -204,12 +208,12 @@ pub(super) async fn within<T>(
     .await
 }
 
-/// Serves one connection — a TCP stream, or a TLS stream over one — that came through
-/// a listener of `protocol`, until the client closes it or misbehaves.
+/// Serves one connection — a TCP stream, or a TLS stream over one — of `session`,
+/// until the client closes it or misbehaves, or its login fails.
 pub async fn serve<S>(
     ctx: Rc<ShardContext>,
     stream: S,
-    protocol: SecurityProtocol,
+    session: Rc<Session>,
     client: &Client,
 ) -> Result<(), ConnectionError>
 where
@@ -274,7 +278,7 @@ where
                 // its in-order part runs before the next request is read, the rest
                 // concurrently, answered in request order by the writer.
                 let claim = frame.len();
-                let request = api::decode(frame.freeze(), protocol)
+                let request = api::decode(frame.freeze(), &session)
                     .inspect_err(|e| client.learn_from_error(e))?;
                 client.learn(&request);
                 let claim = claim.saturating_add(request.answer_bytes_max());
@@ -285,6 +289,10 @@ where
                 let task = glommio::spawn_local(answer);
                 if tx.send((task, permit, claim)).await.is_err() {
                     return Ok(());
+                }
+                // A failed login: the refusal goes out, then the connection closes.
+                if session.closing() {
+                    return Err(ConnectionError::LoginFailed);
                 }
             }
             let n = within(idle, reader.read(&mut scratch))

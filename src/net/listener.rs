@@ -16,7 +16,11 @@ use std::{
 use futures_rustls::TlsAcceptor;
 use glommio::net::{TcpListener, TcpStream};
 
-use crate::{api::SecurityProtocol, metadata::placement::shard_addr, shard::context::ShardContext};
+use crate::{
+    api::{session::Session, SecurityProtocol},
+    metadata::placement::shard_addr,
+    shard::context::ShardContext,
+};
 
 use super::connection::{self, ConnectionError};
 
@@ -91,7 +95,7 @@ async fn accept_loop(
                 glommio::spawn_local(async move {
                     let peer = stream.peer_addr().ok();
                     let client = connection::Client::default();
-                    let outcome = open(Rc::clone(&ctx), stream, tls, &client).await;
+                    let outcome = open(Rc::clone(&ctx), stream, peer, tls, &client).await;
                     ctx.metrics.connections_open.dec();
                     ctx.metrics.connection_closed(match &outcome {
                         Ok(()) => "client",
@@ -120,19 +124,23 @@ async fn accept_loop(
 async fn open(
     ctx: Rc<ShardContext>,
     stream: TcpStream,
+    peer: Option<SocketAddr>,
     tls: Option<TlsAcceptor>,
     client: &connection::Client,
 ) -> Result<(), ConnectionError> {
     stream.set_nodelay(true).map_err(std::io::Error::from)?;
+    let sasl = ctx.config.sasl.is_some();
     let Some(acceptor) = tls else {
-        return connection::serve(ctx, stream, SecurityProtocol::Plaintext, client).await;
+        let session = Session::new(SecurityProtocol::Plaintext, peer, sasl);
+        return connection::serve(ctx, stream, Rc::new(session), client).await;
     };
     let idle = ctx.config.idle_timeout;
     let secured = connection::within(idle, acceptor.accept(stream))
         .await
         .ok_or(ConnectionError::Idle(idle))?
         .map_err(ConnectionError::Handshake)?;
-    connection::serve(ctx, secured, SecurityProtocol::Ssl, client).await
+    let session = Session::new(SecurityProtocol::Ssl, peer, sasl);
+    connection::serve(ctx, secured, Rc::new(session), client).await
 }
 
 /// Where to connect to reach a listener bound to `addr` (loopback for a wildcard).

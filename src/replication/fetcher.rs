@@ -22,7 +22,8 @@ use kafka_protocol::{
     ResponseError,
 };
 use weir_client::{
-    connection::{call, connect, RequestWriter, ResponseReader},
+    connection::{call, connect_with, RequestWriter, ResponseReader},
+    dialer::Dialer,
     ClientError,
 };
 
@@ -98,12 +99,15 @@ pub async fn run(ctx: Rc<ShardContext>, session: Rc<FetchSession>) {
     let leader = session.leader;
     tracing::info!(leader, "fetching from a leader");
     let mut failures = 0u32;
+    // Where SASL is required, followers log in as the host's first --sasl-user.
+    let login = ctx.config.sasl.as_ref().and_then(|s| s.replica_login());
+    let dialer = Dialer::plaintext().with_sasl(login);
     while !session.stopped() {
         let Some(addr) = leader_addr(&ctx, leader) else {
             glommio::timer::sleep(RETRY).await;
             continue;
         };
-        let result = match connect(&addr, "weir-replica").await {
+        let result = match connect_with(&dialer, &addr, "weir-replica").await {
             Ok((mut writer, mut reader)) => {
                 replicate(&ctx, &session, &mut writer, &mut reader).await
             }

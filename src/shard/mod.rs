@@ -4,6 +4,7 @@
 
 pub mod context;
 mod metrics_publisher;
+mod sasl_users;
 pub mod signals;
 mod strays;
 
@@ -329,6 +330,26 @@ fn serve(
                 glommio::spawn_local(metrics_publisher::run(Rc::downgrade(&ctx))).detach();
                 if shard == 0 {
                     glommio::spawn_local(sweep_strays(Rc::downgrade(&ctx))).detach();
+                    if ctx.config.sasl.is_some() {
+                        // Serve once the users exist, or anyway after a while (a cluster
+                        // host without a controller keeps trying meanwhile).
+                        let mut users =
+                            glommio::spawn_local(sasl_users::ensure(Rc::downgrade(&ctx)));
+                        let done = futures_lite::future::or(
+                            async {
+                                (&mut users).await;
+                                true
+                            },
+                            async {
+                                glommio::timer::sleep(sasl_users::FIRST_TRY_MAX).await;
+                                false
+                            },
+                        )
+                        .await;
+                        if !done {
+                            users.detach();
+                        }
+                    }
                 }
                 if let Some(cluster) = &ctx.config.cluster {
                     glommio::spawn_local(roles::run(
