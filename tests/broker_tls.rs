@@ -16,26 +16,11 @@ use std::{
 use common::{
     broker::{free_ports_on, Broker},
     interop::run_script,
+    kcat_try as kcat,
     loadgen::{run_loadgen, summary},
     pki::{pki, Pki},
-    run_with_input, scratch_dir,
+    scratch_dir,
 };
-
-fn kcat(args: &[&str], input: Option<&str>) -> (bool, String) {
-    let out = run_with_input(
-        Command::new("timeout").arg("60").arg("kcat").args(args),
-        input.map(str::as_bytes),
-        "kcat (installed by tests/run-all.sh)",
-    );
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
 
 fn start(dir: &Path, pki: &Pki, client_ca: bool) -> (Broker, u16) {
     let tls_port = free_ports_on(&["127.0.0.1"], 2);

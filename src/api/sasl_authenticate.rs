@@ -144,9 +144,10 @@ async fn step(ctx: &Rc<ShardContext>, state: LoginState, bytes: Bytes) -> Step {
             Ok((server_first, LoginState::Exchanging(exchange)))
         }
         LoginState::Exchanging(exchange) => {
+            let named = Some(exchange.user().to_string());
             let (user, server_final) = exchange
                 .finish(&bytes)
-                .map_err(|e| exchange_refusal(e, None))?;
+                .map_err(|e| exchange_refusal(e, named))?;
             Ok((server_final, LoginState::LoggedIn(user)))
         }
         _ => Err(Refusal {

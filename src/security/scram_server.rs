@@ -102,6 +102,11 @@ impl ServerExchange {
         ))
     }
 
+    /// The user the client-first message named.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
     /// Checks the client-final message's proof; returns the user, now authenticated,
     /// and the server-final message.
     pub fn finish(self, client_final: &[u8]) -> Result<(String, Vec<u8>), ExchangeError> {

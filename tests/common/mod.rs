@@ -194,6 +194,27 @@ pub fn run_with_input(
     child.wait_with_output().expect("wait")
 }
 
+/// Runs kcat with `args` and `input` on its standard input; returns whether it
+/// succeeded and everything it printed (for tests that expect refusals too).
+pub fn kcat_try(args: &[&str], input: Option<&str>) -> (bool, String) {
+    let out = run_with_input(
+        std::process::Command::new("timeout")
+            .arg("60")
+            .arg("kcat")
+            .args(args),
+        input.map(str::as_bytes),
+        "kcat (installed by tests/run-all.sh)",
+    );
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
 /// Runs kcat (installed by `tests/run-all.sh`) with `args` and `input` on its standard
 /// input; returns what it printed, failing with its error output if it fails.
 pub fn kcat(args: &[&str], input: Option<&str>) -> String {
