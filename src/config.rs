@@ -10,7 +10,7 @@ use weir_client::units::{parse_cores, parse_duration};
 use crate::{
     cluster::config::{cluster_from_flags, ClusterConfig, ClusterFlags},
     net::tls::TlsConfig,
-    security::config::SaslConfig,
+    security::config::{AuthorizerConfig, SaslConfig},
     storage::{FlushMode, LogConfig},
 };
 
@@ -92,6 +92,8 @@ pub struct BrokerConfig {
     pub tls: Option<TlsConfig>,
     /// SASL required on every listener; `None`: no login (anyone who can connect).
     pub sasl: Option<SaslConfig>,
+    /// ACLs enforced; `None`: every client may do everything.
+    pub authorizer: Option<AuthorizerConfig>,
 }
 
 impl Default for BrokerConfig {
@@ -121,6 +123,7 @@ impl Default for BrokerConfig {
             cluster: None,
             tls: None,
             sasl: None,
+            authorizer: None,
         }
     }
 }
@@ -212,6 +215,10 @@ pub struct ConfigOverrides {
     pub sasl_mechanisms: Option<String>,
     /// `--sasl-user NAME:PASSWORD`, repeatable (a TOML array)
     pub sasl_user: Option<Vec<String>>,
+    /// `--authorizer acl|none`
+    pub authorizer: Option<String>,
+    /// `--super-users "User:a;User:b"`
+    pub super_users: Option<String>,
 }
 
 fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
@@ -276,6 +283,8 @@ impl ConfigOverrides {
             tls_client_ca: self.tls_client_ca.or(below.tls_client_ca),
             sasl_mechanisms: self.sasl_mechanisms.or(below.sasl_mechanisms),
             sasl_user: self.sasl_user.or(below.sasl_user),
+            authorizer: self.authorizer.or(below.authorizer),
+            super_users: self.super_users.or(below.super_users),
         }
     }
 }
@@ -446,6 +455,9 @@ impl BrokerConfig {
             o.sasl_user.as_deref().unwrap_or_default(),
         )
         .map_err(|e| invalid(e.option, e.reason))?;
+        self.authorizer =
+            AuthorizerConfig::from_flags(o.authorizer.as_deref(), o.super_users.as_deref())
+                .map_err(|e| invalid(e.option, e.reason))?;
         if self.sasl.as_ref().is_some_and(|s| s.users.is_empty()) && self.cluster.is_some() {
             return Err(invalid(
                 "--sasl-user",

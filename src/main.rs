@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use weir::{
     admin::{
+        acls::AclSpec,
         cluster_status,
         commands::{Admin, AdminError, ResetTarget},
     },
@@ -50,6 +51,13 @@ enum Command {
         broker: BrokerAddress,
         #[command(subcommand)]
         command: UsersCommand,
+    },
+    /// Manage ACLs on a running broker (enforced with `weir serve --authorizer acl`).
+    Acls {
+        #[command(flatten)]
+        broker: BrokerAddress,
+        #[command(subcommand)]
+        command: AclsCommand,
     },
     /// Inspect the cluster: the controller quorum and the hosts.
     Cluster {
@@ -137,6 +145,16 @@ impl BrokerAddress {
             SaslLogin::parse(mechanism, text).map_err(|e| anyhow::anyhow!("--sasl-user: {e}"))?;
         Ok(Some(login))
     }
+}
+
+#[derive(Subcommand)]
+enum AclsCommand {
+    /// Allow (or with --deny, deny) a principal an operation on a resource.
+    Add(AclSpec),
+    /// List ACLs, all or those the flags pick.
+    List(AclSpec),
+    /// Remove the ACLs the flags pick.
+    Remove(AclSpec),
 }
 
 #[derive(Subcommand)]
@@ -368,6 +386,13 @@ struct ServeArgs {
     /// is also who this host's followers log in as on other hosts.
     #[arg(long, value_name = "NAME:PASSWORD")]
     sasl_user: Vec<String>,
+    /// `acl`: enforce ACLs on every API (`weir acls`); `none` (the default) lets every
+    /// client do everything.
+    #[arg(long, value_name = "acl|none")]
+    authorizer: Option<String>,
+    /// Principals that bypass the ACLs, e.g. "User:admin;User:ops".
+    #[arg(long, value_name = "PRINCIPALS")]
+    super_users: Option<String>,
 }
 
 impl ServeArgs {
@@ -410,6 +435,8 @@ impl ServeArgs {
                 tls_client_ca: self.tls_client_ca,
                 sasl_mechanisms: self.sasl_mechanisms,
                 sasl_user: (!self.sasl_user.is_empty()).then_some(self.sasl_user),
+                authorizer: self.authorizer,
+                super_users: self.super_users,
             },
         )
     }
@@ -500,6 +527,13 @@ fn main() -> anyhow::Result<()> {
                 print!("{}", cluster_status::render(&status));
             }
             return Ok(());
+        }
+        Command::Acls { broker, command } => {
+            return admin(&broker, |a| match command {
+                AclsCommand::Add(spec) => a.acls_add(&spec),
+                AclsCommand::List(spec) => a.acls_list(&spec),
+                AclsCommand::Remove(spec) => a.acls_remove(&spec),
+            })
         }
         Command::Users { broker, command } => {
             return admin(&broker, |a| match command {

@@ -369,12 +369,22 @@ fn leader_and_isr(bootstrap: &str, topic: &str) -> (i64, Vec<i64>) {
 }
 
 #[test]
-fn every_host_knows_the_users_and_followers_log_in() {
+fn every_host_knows_the_users_and_acls_and_followers_log_in() {
+    // ACLs enforced; the admin (whom followers log in as) is a super user.
     let mut cluster = Cluster::start_configured(3, 1, |_| {
-        ["--sasl-mechanisms", "SCRAM-SHA-512", "--sasl-user", ADMIN]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+        [
+            "--sasl-mechanisms",
+            "SCRAM-SHA-512",
+            "--sasl-user",
+            ADMIN,
+            "--authorizer",
+            "acl",
+            "--super-users",
+            "User:admin",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
     });
     let b1 = cluster.host(1).bootstrap();
     let b2 = cluster.host(2).bootstrap();
@@ -411,6 +421,23 @@ fn every_host_knows_the_users_and_followers_log_in() {
     ]);
     assert!(ok, "{out}");
     let lines: String = (0..100).map(|i| format!("v{i}\n")).collect();
+    // Carol may not write until an ACL made through host 1 lets her, on every host.
+    let produce_on_2 = || {
+        kcat_as(
+            &b2,
+            "SCRAM-SHA-512",
+            "carol:carol-secret",
+            &["-t", "replicated", "-P", "-X", "acks=all"],
+            Some("denied\n"),
+        )
+    };
+    let (ok, out) = produce_on_2();
+    assert!(!ok && out.contains("Topic authorization failed"), "{out}");
+    let (ok, out) = weir(&[
+        "acls", "--bootstrap", &b1, "--sasl-user", ADMIN, "add", "--principal", "User:carol",
+        "--operation", "all", "--topic", "replicated",
+    ]);
+    assert!(ok, "{out}");
     let (ok, out) = kcat_as(
         &b1,
         "SCRAM-SHA-512",

@@ -17,10 +17,11 @@ use kafka_protocol::{
 
 use crate::{
     metadata::topic_config::{ConfigError, TopicConfigs},
+    security::acl::Operation,
     shard::context::ShardContext,
 };
 
-use super::{error_code::KafkaError, Call, Handler, Reply};
+use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
 
 /// Kafka's resource type for topics.
 pub const TOPIC: i8 = 2;
@@ -30,6 +31,7 @@ pub const TOPIC: i8 = 2;
 /// when it is refused.
 pub(super) async fn alter_topic(
     ctx: &ShardContext,
+    access: &Access,
     resource_type: i8,
     name: &str,
     change: impl Fn(&TopicConfigs) -> Result<TopicConfigs, ConfigError>,
@@ -39,6 +41,12 @@ pub(super) async fn alter_topic(
         return Err((
             ResponseError::InvalidRequest,
             "only topic configs change over the wire; broker settings come from the command line and the config file".into(),
+        ));
+    }
+    if !access.topic(Operation::AlterConfigs, name) {
+        return Err((
+            ResponseError::TopicAuthorizationFailed,
+            "ALTER_CONFIGS on the topic is needed".into(),
         ));
     }
     match ctx
@@ -70,10 +78,11 @@ impl Handler for AlterConfigs {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         req: AlterConfigsRequest,
     ) -> Reply<AlterConfigsResponse> {
         let mut response = AlterConfigsResponse::default();
+        let access = Access::of(&ctx, &call).await;
         for resource in &req.resources {
             let name = resource.resource_name.as_str();
             let given: TopicConfigs = resource
@@ -83,6 +92,7 @@ impl Handler for AlterConfigs {
                 .collect();
             let outcome = alter_topic(
                 &ctx,
+                &access,
                 resource.resource_type,
                 name,
                 |_| Ok(given.clone()),

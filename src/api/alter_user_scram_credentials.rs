@@ -16,6 +16,7 @@ use kafka_protocol::{
 use weir_client::scram::Mechanism;
 
 use crate::{
+    security::acl::Operation,
     security::{
         credentials::{ScramChange, ScramCredential, ScramHash},
         state::SecurityChange,
@@ -23,7 +24,7 @@ use crate::{
     shard::context::ShardContext,
 };
 
-use super::{error_code::KafkaError, str_bytes, Call, Handler, Reply};
+use super::{authorize::Access, error_code::KafkaError, str_bytes, Call, Handler, Reply};
 
 /// Changes users' SCRAM credentials.
 pub struct AlterUserScramCredentials;
@@ -41,9 +42,10 @@ impl Handler for AlterUserScramCredentials {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         request: AlterUserScramCredentialsRequest,
     ) -> Reply<AlterUserScramCredentialsResponse> {
+        let allowed = Access::of(&ctx, &call).await.cluster(Operation::Alter);
         let users = ctx.registry.users();
         let mut per_user: BTreeMap<String, Checked> = BTreeMap::new();
         let mut touched: BTreeMap<(String, i8), usize> = BTreeMap::new();
@@ -58,6 +60,12 @@ impl Handler for AlterUserScramCredentials {
         for (name, mechanism, upsert) in deletions.chain(upsertions) {
             *touched.entry((name.to_string(), mechanism)).or_default() += 1;
             let entry = per_user.entry(name.to_string()).or_insert(Ok(Vec::new()));
+            if !allowed {
+                *entry = Err((
+                    ResponseError::ClusterAuthorizationFailed,
+                    "ALTER on the cluster is needed".into(),
+                ));
+            }
             let Ok(changes) = entry else { continue };
             let checked = check(
                 name,

@@ -14,9 +14,11 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::shard::context::ShardContext;
+use crate::{security::acl::Operation, shard::context::ShardContext};
 
-use super::{create_topics::PARTITIONS_MAX, error_code::KafkaError, Call, Handler, Reply};
+use super::{
+    authorize::Access, create_topics::PARTITIONS_MAX, error_code::KafkaError, Call, Handler, Reply,
+};
 
 /// Grows each requested topic, each answered with its own error code.
 pub struct CreatePartitions;
@@ -31,15 +33,21 @@ impl Handler for CreatePartitions {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         req: CreatePartitionsRequest,
     ) -> Reply<CreatePartitionsResponse> {
         let mut response = CreatePartitionsResponse::default();
+        let access = Access::of(&ctx, &call).await;
         for topic in &req.topics {
             let mut result = CreatePartitionsTopicResult::default();
             result.name = topic.name.clone();
             let assigned = topic.assignments.as_ref().is_some_and(|a| !a.is_empty());
-            let refused = if assigned {
+            let refused = if !access.topic(Operation::Alter, topic.name.0.as_str()) {
+                Some((
+                    ResponseError::TopicAuthorizationFailed,
+                    "ALTER on the topic is needed".to_string(),
+                ))
+            } else if assigned {
                 Some((
                     ResponseError::InvalidReplicaAssignment,
                     "manual replica assignment is not supported".to_string(),

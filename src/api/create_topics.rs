@@ -16,10 +16,11 @@ use crate::{
         topic_config::{self, TopicConfigs},
         topic_name,
     },
+    security::acl::Operation,
     shard::context::ShardContext,
 };
 
-use super::{error_code::KafkaError, Call, Handler, Reply};
+use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
 
 /// Most partitions one topic may have.
 pub const PARTITIONS_MAX: i32 = 10_000;
@@ -42,6 +43,8 @@ impl Handler for CreateTopics {
     ) -> Reply<CreateTopicsResponse> {
         let ctx: &ShardContext = &ctx;
         let mut response = CreateTopicsResponse::default();
+        let access = Access::of(ctx, &call).await;
+        let cluster_create = access.cluster(Operation::Create);
         for topic in &req.topics {
             let name = topic.name.0.as_str().to_string();
             let mut result = CreatableTopicResult::default();
@@ -64,7 +67,12 @@ impl Handler for CreateTopics {
                     Some((c.name.as_str().to_string(), value.as_str().to_string()))
                 })
                 .collect();
-            let refused = if let Err(why) = topic_name::validate(&name) {
+            let refused = if !cluster_create && !access.topic(Operation::Create, &name) {
+                Some((
+                    ResponseError::TopicAuthorizationFailed,
+                    "CREATE on the cluster or the topic is needed".into(),
+                ))
+            } else if let Err(why) = topic_name::validate(&name) {
                 Some((ResponseError::InvalidTopicException, why.to_string()))
             } else if !topic.assignments.is_empty() {
                 Some((

@@ -2,11 +2,11 @@
 
 use std::rc::Rc;
 
-use crate::shard::context::ShardContext;
+use crate::{security::acl::Operation, shard::context::ShardContext};
 
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
-use super::{error_code::code_of, Call, Handler, Reply};
+use super::{authorize::Access, error_code::code_of, Call, Handler, Reply};
 
 /// DeleteGroups: removes empty groups and their committed offsets.
 pub struct DeleteGroups;
@@ -21,7 +21,7 @@ impl Handler for DeleteGroups {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         req: DeleteGroupsRequest,
     ) -> Reply<DeleteGroupsResponse> {
         let ctx: &ShardContext = &ctx;
@@ -29,10 +29,16 @@ impl Handler for DeleteGroups {
             delete_groups_response::DeletableGroupResult, DeleteGroupsResponse,
         };
         let mut response = DeleteGroupsResponse::default();
+        let access = Access::of(ctx, &call).await;
         for group in &req.groups_names {
             let mut r = DeletableGroupResult::default();
             r.group_id = group.clone();
             let name = group.0.as_str();
+            if !access.group(Operation::Delete, name) {
+                r.error_code = kafka_protocol::ResponseError::GroupAuthorizationFailed.code();
+                response.results.push(r);
+                continue;
+            }
             r.error_code = match ctx.coordinating(name).await {
                 Ok(journal) => code_of(&ctx.coordinator.delete(name, journal).await),
                 Err(e) => e.code(),

@@ -10,9 +10,9 @@ use kafka_protocol::messages::{
     DeleteRecordsRequest, DeleteRecordsResponse,
 };
 
-use crate::{shard::context::ShardContext, storage::Offset};
+use crate::{security::acl::Operation, shard::context::ShardContext, storage::Offset};
 
-use super::{error_code::KafkaError, Call, Handler, Reply};
+use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
 
 /// Kafka's "up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
@@ -32,17 +32,24 @@ impl Handler for DeleteRecords {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         req: DeleteRecordsRequest,
     ) -> Reply<DeleteRecordsResponse> {
         let mut response = DeleteRecordsResponse::default();
+        let access = Access::of(&ctx, &call).await;
         for topic in &req.topics {
             let mut t = DeleteRecordsTopicResult::default();
             t.name = topic.name.clone();
+            let allowed = access.topic(Operation::Delete, topic.name.0.as_str());
             for p in &topic.partitions {
                 let mut r = DeleteRecordsPartitionResult::default();
                 r.partition_index = p.partition_index;
                 r.low_watermark = -1;
+                if !allowed {
+                    r.error_code = kafka_protocol::ResponseError::TopicAuthorizationFailed.code();
+                    t.partitions.push(r);
+                    continue;
+                }
                 match ctx
                     .partition(topic.name.0.as_str(), p.partition_index)
                     .await

@@ -11,9 +11,11 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{metadata::registry::RegistryError, shard::context::ShardContext};
+use crate::{
+    metadata::registry::RegistryError, security::acl::Operation, shard::context::ShardContext,
+};
 
-use super::{error_code::KafkaError, Call, Handler, Reply};
+use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
 
 /// Deletes the named topics, each answered with its own error code.
 pub struct DeleteTopics;
@@ -33,9 +35,15 @@ impl Handler for DeleteTopics {
     ) -> Reply<DeleteTopicsResponse> {
         let ctx: &ShardContext = &ctx;
         let mut response = DeleteTopicsResponse::default();
+        let access = Access::of(ctx, &call).await;
         for name in &req.topic_names {
             let mut result = DeletableTopicResult::default();
             result.name = Some(name.clone());
+            if !access.topic(Operation::Delete, name.0.as_str()) {
+                result.error_code = ResponseError::TopicAuthorizationFailed.code();
+                response.responses.push(result);
+                continue;
+            }
             match ctx.registry.delete(name.0.as_str()).await {
                 Ok(_) => {
                     tracing::info!(topic = %name.0.as_str(), "deleted topic");

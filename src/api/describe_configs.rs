@@ -13,9 +13,9 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{metadata::topic_config, shard::context::ShardContext};
+use crate::{metadata::topic_config, security::acl::Operation, shard::context::ShardContext};
 
-use super::{Call, Handler, Reply};
+use super::{authorize::Access, Call, Handler, Reply};
 
 /// Kafka's resource type for topics.
 const TOPIC: i8 = 2;
@@ -93,11 +93,12 @@ impl Handler for DescribeConfigs {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         req: DescribeConfigsRequest,
     ) -> Reply<DescribeConfigsResponse> {
         let ctx: &ShardContext = &ctx;
         let mut response = DescribeConfigsResponse::default();
+        let access = Access::of(ctx, &call).await;
         for resource in &req.resources {
             let mut result = DescribeConfigsResult::default();
             result.resource_type = resource.resource_type;
@@ -105,6 +106,14 @@ impl Handler for DescribeConfigs {
             let name = resource.resource_name.as_str();
             let mut overrides = Default::default();
             let settings = match resource.resource_type {
+                TOPIC if !access.topic(Operation::DescribeConfigs, name) => {
+                    result.error_code = ResponseError::TopicAuthorizationFailed.code();
+                    None
+                }
+                BROKER if !access.cluster(Operation::DescribeConfigs) => {
+                    result.error_code = ResponseError::ClusterAuthorizationFailed.code();
+                    None
+                }
                 TOPIC if ctx.registry.get(name).is_some() => {
                     overrides = ctx
                         .registry

@@ -4,11 +4,11 @@ use std::rc::Rc;
 
 use kafka_protocol::{protocol::StrBytes, ResponseError};
 
-use crate::shard::context::ShardContext;
+use crate::{security::acl::Operation, shard::context::ShardContext};
 
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
-use super::{str_bytes, Call, Handler, Reply};
+use super::{authorize::Access, str_bytes, Call, Handler, Reply};
 
 /// DescribeGroups: state, protocol and members of each group.
 pub struct DescribeGroups;
@@ -33,10 +33,13 @@ impl Handler for DescribeGroups {
         };
         let version = call.version();
         let mut response = DescribeGroupsResponse::default();
+        let access = Access::of(ctx, &call).await;
         for group in &req.groups {
             let mut d = DescribedGroup::default();
             d.group_id = group.clone();
-            if !ctx.owns_group(group.0.as_str()) {
+            if !access.group(Operation::Describe, group.0.as_str()) {
+                d.error_code = ResponseError::GroupAuthorizationFailed.code();
+            } else if !ctx.owns_group(group.0.as_str()) {
                 d.error_code = ResponseError::NotCoordinator.code();
             } else {
                 match ctx.coordinator.members(group.0.as_str()) {

@@ -13,9 +13,9 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::shard::context::ShardContext;
+use crate::{security::acl::Operation, shard::context::ShardContext};
 
-use super::{str_bytes, Call, Handler, Reply};
+use super::{authorize::Access, str_bytes, Call, Handler, Reply};
 
 /// Lists users' SCRAM credentials.
 pub struct DescribeUserScramCredentials;
@@ -31,9 +31,15 @@ impl Handler for DescribeUserScramCredentials {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         request: DescribeUserScramCredentialsRequest,
     ) -> Reply<DescribeUserScramCredentialsResponse> {
+        if !Access::of(&ctx, &call).await.cluster(Operation::Describe) {
+            let mut refused = DescribeUserScramCredentialsResponse::default();
+            refused.error_code = ResponseError::ClusterAuthorizationFailed.code();
+            refused.error_message = Some(str_bytes("DESCRIBE on the cluster is needed"));
+            return Reply::Respond(refused);
+        }
         let users = ctx.registry.users();
         let asked: Vec<String> = match &request.users {
             Some(names) if !names.is_empty() => {

@@ -26,11 +26,12 @@ use kafka_protocol::{
 use crate::{
     metrics::ShardMetrics,
     replication::FetchCheck,
+    security::acl::Operation,
     shard::context::{PartitionError, ShardContext},
     storage::{Offset, StorageError},
 };
 
-use super::{error_code::KafkaError, Call, Handler, Reply};
+use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
 
 /// The longest a fetch may wait, whatever the client asks.
 const WAIT_MAX: Duration = Duration::from_secs(30);
@@ -42,6 +43,7 @@ pub const RESPONSE_RECORD_BYTES_MAX: usize = 55 << 20;
 
 async fn read_all(
     ctx: &ShardContext,
+    access: &Access,
     req: &FetchRequest,
     version: i16,
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
@@ -56,6 +58,14 @@ async fn read_all(
         let mut t = FetchableTopicResponse::default();
         t.topic = topic.topic.clone();
         t.topic_id = topic.topic_id;
+        // Consumers need READ on the topic; followers CLUSTER_ACTION on the cluster.
+        let refused = if replica {
+            (!access.cluster(Operation::ClusterAction))
+                .then_some(ResponseError::ClusterAuthorizationFailed)
+        } else {
+            (!access.topic(Operation::Read, topic.topic.0.as_str()))
+                .then_some(ResponseError::TopicAuthorizationFailed)
+        };
         for partition in &topic.partitions {
             let mut d = PartitionData::default();
             d.partition_index = partition.partition;
@@ -64,6 +74,12 @@ async fn read_all(
             d.log_start_offset = -1;
             d.aborted_transactions = Some(Vec::new());
             let name = topic.topic.0.as_str();
+            if let Some(refusal) = refused {
+                d.error_code = refusal.code();
+                errors = true;
+                t.partitions.push(d);
+                continue;
+            }
             match ctx.partition(name, partition.partition).await {
                 Err(e) => {
                     d.error_code = e.code();
@@ -226,9 +242,10 @@ impl Handler for Fetch {
         let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(WAIT_MAX);
         let deadline = Instant::now() + wait;
         let min_bytes = req.min_bytes.max(0) as usize;
+        let access = Access::of(&ctx, &call).await;
         loop {
             let mark = ctx.storage.durable_mark();
-            let (topics, total, errors) = read_all(&ctx, &req, call.version()).await;
+            let (topics, total, errors) = read_all(&ctx, &access, &req, call.version()).await;
             let now = Instant::now();
             if total >= min_bytes.max(1) || errors || now >= deadline {
                 count(&ctx.metrics, &topics);

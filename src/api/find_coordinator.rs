@@ -14,10 +14,11 @@ use kafka_protocol::{
 
 use crate::{
     metadata::placement::{coordinator_slot, host_of, shard_of},
+    security::acl::Operation,
     shard::context::ShardContext,
 };
 
-use super::{str_bytes, Call, Handler, Reply};
+use super::{authorize::Access, str_bytes, Call, Handler, Reply};
 
 type Located = Result<(BrokerId, StrBytes, i32), ResponseError>;
 
@@ -51,7 +52,11 @@ impl Handler for FindCoordinator {
         }
         let view = &snapshot.view;
         let table = &view.coordinators;
+        let access = Access::of(&ctx, &call).await;
         let locate = |key: &str| -> Located {
+            if !access.group(Operation::Describe, key) {
+                return Err(ResponseError::GroupAuthorizationFailed);
+            }
             let node = *table
                 .get(coordinator_slot(key, table.len()))
                 .ok_or(ResponseError::CoordinatorNotAvailable)?;

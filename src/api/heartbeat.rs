@@ -7,9 +7,9 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::shard::context::ShardContext;
+use crate::{security::acl::Operation, shard::context::ShardContext};
 
-use super::{error_code::code_of, Call, Handler, Reply};
+use super::{authorize::Access, error_code::code_of, Call, Handler, Reply};
 
 /// Heartbeat.
 pub struct Heartbeat;
@@ -24,13 +24,15 @@ impl Handler for Heartbeat {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         req: HeartbeatRequest,
     ) -> Reply<HeartbeatResponse> {
         let ctx: &ShardContext = &ctx;
         let group = req.group_id.0.as_str();
         let mut response = HeartbeatResponse::default();
-        response.error_code = if ctx.owns_group(group) {
+        response.error_code = if !Access::of(ctx, &call).await.group(Operation::Read, group) {
+            ResponseError::GroupAuthorizationFailed.code()
+        } else if ctx.owns_group(group) {
             code_of(&ctx.coordinator.heartbeat(
                 group,
                 req.generation_id,

@@ -16,7 +16,7 @@ use crate::{
     shard::context::ShardContext,
 };
 
-use super::{alter_configs::alter_topic, Call, Handler, Reply};
+use super::{alter_configs::alter_topic, authorize::Access, Call, Handler, Reply};
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;
@@ -88,13 +88,15 @@ impl Handler for IncrementalAlterConfigs {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         req: IncrementalAlterConfigsRequest,
     ) -> Reply<IncrementalAlterConfigsResponse> {
         let mut response = IncrementalAlterConfigsResponse::default();
+        let access = Access::of(&ctx, &call).await;
         for resource in &req.resources {
             let outcome = alter_topic(
                 &ctx,
+                &access,
                 resource.resource_type,
                 resource.resource_name.as_str(),
                 |current| {

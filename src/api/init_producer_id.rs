@@ -9,9 +9,9 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::shard::context::ShardContext;
+use crate::{security::acl::Operation, shard::context::ShardContext};
 
-use super::{Call, Handler, Reply};
+use super::{authorize::Access, Call, Handler, Reply};
 
 /// Answers with a fresh producer id and epoch 0, or the next epoch of the given id.
 pub struct InitProducerId;
@@ -26,13 +26,19 @@ impl Handler for InitProducerId {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         req: InitProducerIdRequest,
     ) -> Reply<InitProducerIdResponse> {
         let ctx: &ShardContext = &ctx;
         let mut response = InitProducerIdResponse::default();
         response.producer_id = ProducerId(-1);
         response.producer_epoch = -1;
+        // Kafka's rule: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
+        let access = Access::of(ctx, &call).await;
+        if !access.cluster(Operation::IdempotentWrite) && !access.some_topic(Operation::Write) {
+            response.error_code = ResponseError::ClusterAuthorizationFailed.code();
+            return Reply::Respond(response);
+        }
         if req.transactional_id.is_some() {
             tracing::info!("refusing a transactional producer: transactions are not supported");
             response.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();

@@ -8,9 +8,9 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{group::state::JoinRequest, shard::context::ShardContext};
+use crate::{group::state::JoinRequest, security::acl::Operation, shard::context::ShardContext};
 
-use super::{str_bytes, Call, Handler, Reply};
+use super::{authorize::Access, str_bytes, Call, Handler, Reply};
 
 /// JoinGroup.
 pub struct JoinGroup;
@@ -32,6 +32,11 @@ impl Handler for JoinGroup {
         let version = call.version();
         let group = req.group_id.0.as_str().to_string();
         let mut response = JoinGroupResponse::default();
+        if !Access::of(ctx, &call).await.group(Operation::Read, &group) {
+            response.error_code = ResponseError::GroupAuthorizationFailed.code();
+            response.generation_id = -1;
+            return Reply::Respond(response);
+        }
         if !ctx.owns_group(&group) {
             response.error_code = ResponseError::NotCoordinator.code();
             response.generation_id = -1;

@@ -7,9 +7,9 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::shard::context::ShardContext;
+use crate::{security::acl::Operation, shard::context::ShardContext};
 
-use super::{error_code::code_of, Call, Handler, Reply};
+use super::{authorize::Access, error_code::code_of, Call, Handler, Reply};
 
 /// LeaveGroup, for one member (v0–2) or several (v3+).
 pub struct LeaveGroup;
@@ -32,6 +32,10 @@ impl Handler for LeaveGroup {
         let version = call.version();
         let group = req.group_id.0.as_str();
         let mut response = LeaveGroupResponse::default();
+        if !Access::of(ctx, &call).await.group(Operation::Read, group) {
+            response.error_code = ResponseError::GroupAuthorizationFailed.code();
+            return Reply::Respond(response);
+        }
         if !ctx.owns_group(group) {
             response.error_code = ResponseError::NotCoordinator.code();
             return Reply::Respond(response);

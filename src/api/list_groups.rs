@@ -4,11 +4,11 @@ use std::rc::Rc;
 
 use kafka_protocol::{protocol::StrBytes, ResponseError};
 
-use crate::shard::context::ShardContext;
+use crate::{security::acl::Operation, shard::context::ShardContext};
 
 use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse};
 
-use super::{str_bytes, Call, Handler, Reply};
+use super::{authorize::Access, str_bytes, Call, Handler, Reply};
 
 /// ListGroups: the groups this shard coordinates (members or committed offsets).
 pub struct ListGroups;
@@ -32,6 +32,8 @@ impl Handler for ListGroups {
         };
         let version = call.version();
         let mut response = ListGroupsResponse::default();
+        // Only the groups the principal may describe.
+        let access = Access::of(ctx, &call).await;
         let with_offsets = match ctx.coordinator.store().groups() {
             Ok(all) => all.into_iter().filter(|g| ctx.owns_group(g)).collect(),
             Err(e) => {
@@ -41,6 +43,9 @@ impl Handler for ListGroups {
             }
         };
         for (id, protocol_type, state) in ctx.coordinator.list(with_offsets) {
+            if !access.group(Operation::Describe, &id) {
+                continue;
+            }
             if !req.states_filter.is_empty()
                 && !req
                     .states_filter

@@ -10,9 +10,9 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{shard::context::ShardContext, storage::TimestampQuery};
+use crate::{security::acl::Operation, shard::context::ShardContext, storage::TimestampQuery};
 
-use super::{error_code::KafkaError, Call, Handler, Reply};
+use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
 
 /// Answers each partition's offset query.
 pub struct ListOffsets;
@@ -34,14 +34,21 @@ impl Handler for ListOffsets {
     ) -> Reply<ListOffsetsResponse> {
         let ctx: &ShardContext = &ctx;
         let mut response = ListOffsetsResponse::default();
+        let access = Access::of(ctx, &call).await;
         for topic in &req.topics {
             let mut t = ListOffsetsTopicResponse::default();
             t.name = topic.name.clone();
+            let allowed = access.topic(Operation::Describe, topic.name.0.as_str());
             for partition in &topic.partitions {
                 let mut r = ListOffsetsPartitionResponse::default();
                 r.partition_index = partition.partition_index;
                 r.timestamp = -1;
                 r.offset = -1;
+                if !allowed {
+                    r.error_code = ResponseError::TopicAuthorizationFailed.code();
+                    t.partitions.push(r);
+                    continue;
+                }
                 let query = match partition.timestamp {
                     -2 => Some(TimestampQuery::Earliest),
                     -1 => Some(TimestampQuery::Latest),

@@ -23,10 +23,11 @@ use crate::{
         registry::{ClusterView, TopicInfo},
         topic_name,
     },
+    security::acl::Operation,
     shard::context::ShardContext,
 };
 
-use super::{Call, Handler, Reply, SecurityProtocol};
+use super::{authorize::Access, Call, Handler, Reply, SecurityProtocol};
 
 /// Every shard of every live host as a broker on the listener of `protocol`: node id,
 /// advertised host, port. A host without that listener is left out, as Kafka does.
@@ -147,10 +148,14 @@ impl Handler for Metadata {
             None => true,
             Some(list) => version == 0 && list.is_empty(),
         };
+        // Only topics the principal may describe are listed; one asked for by name and
+        // not describable is TOPIC_AUTHORIZATION_FAILED; auto-creation needs CREATE.
+        let access = Access::of(ctx, &call).await;
         if all {
             response.topics = snapshot
                 .topics
                 .values()
+                .filter(|t| access.topic(Operation::Describe, &t.name))
                 .map(|t| topic_entry(view, t, version))
                 .collect();
         } else {
@@ -170,7 +175,16 @@ impl Handler for Metadata {
                     ));
                     continue;
                 }
-                let found = if allow_create {
+                if !access.topic(Operation::Describe, &name) {
+                    response.topics.push(error_entry(
+                        &name,
+                        ResponseError::TopicAuthorizationFailed.code(),
+                    ));
+                    continue;
+                }
+                let creatable =
+                    access.cluster(Operation::Create) || access.topic(Operation::Create, &name);
+                let found = if allow_create && creatable {
                     ctx.topic_or_create(&name).await
                 } else {
                     snapshot.topics.get(&name).cloned()

@@ -8,14 +8,19 @@
 //! Handlers never fail a whole request for one partition: each partition gets its own
 //! Kafka error code, from [`error_code`] for internal errors.
 
+pub mod acl_wire;
 pub mod alter_configs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod authorize;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -85,6 +90,9 @@ pub const ROUTES: &[Route] = &[
     Route::to::<describe_groups::DescribeGroups>(ApiKey::DescribeGroups, 0, 5),
     Route::to::<delete_groups::DeleteGroups>(ApiKey::DeleteGroups, 0, 2),
     Route::to::<offset_delete::OffsetDelete>(ApiKey::OffsetDelete, 0, 0),
+    Route::to::<create_acls::CreateAcls>(ApiKey::CreateAcls, 0, 3),
+    Route::to::<describe_acls::DescribeAcls>(ApiKey::DescribeAcls, 0, 3),
+    Route::to::<delete_acls::DeleteAcls>(ApiKey::DeleteAcls, 0, 3),
     Route::to::<sasl_handshake::SaslHandshake>(ApiKey::SaslHandshake, 0, 1),
     Route::to::<sasl_authenticate::SaslAuthenticate>(ApiKey::SaslAuthenticate, 0, 2),
     Route::to::<describe_user_scram_credentials::DescribeUserScramCredentials>(

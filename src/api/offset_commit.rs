@@ -11,9 +11,11 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{group::offset_store::CommittedOffset, shard::context::ShardContext};
+use crate::{
+    group::offset_store::CommittedOffset, security::acl::Operation, shard::context::ShardContext,
+};
 
-use super::{error_code::code_of, Call, Handler, Reply};
+use super::{authorize::Access, error_code::code_of, Call, Handler, Reply};
 
 /// OffsetCommit, answered once durable.
 pub struct OffsetCommit;
@@ -41,8 +43,21 @@ impl Handler for OffsetCommit {
             .map_or(0, |d| d.as_millis() as i64);
         let mut offsets = Vec::new();
         let mut invalid = Vec::new();
+        let mut refused = Vec::new();
+        let access = Access::of(ctx, &call).await;
+        let group_allowed = access.group(Operation::Read, group);
         for topic in &req.topics {
+            let topic_allowed = access.topic(Operation::Read, topic.name.0.as_str());
             for p in &topic.partitions {
+                if !group_allowed || !topic_allowed {
+                    let error = if group_allowed {
+                        ResponseError::TopicAuthorizationFailed
+                    } else {
+                        ResponseError::GroupAuthorizationFailed
+                    };
+                    refused.push((topic.name.clone(), p.partition_index, error));
+                    continue;
+                }
                 match u32::try_from(p.partition_index) {
                     Ok(partition) if p.committed_offset >= 0 => offsets.push((
                         topic.name.0.as_str().to_string(),
@@ -98,6 +113,9 @@ impl Handler for OffsetCommit {
         };
         for ((topic, partition, _), code) in offsets.iter().zip(codes) {
             push(topic, *partition as i32, code_of(&code));
+        }
+        for (topic, partition, error) in refused {
+            push(topic.0.as_str(), partition, error.code());
         }
         for (topic, partition) in invalid {
             push(

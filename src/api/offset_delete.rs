@@ -9,9 +9,9 @@ use kafka_protocol::messages::{
     OffsetDeleteRequest, OffsetDeleteResponse,
 };
 
-use crate::shard::context::ShardContext;
+use crate::{security::acl::Operation, shard::context::ShardContext};
 
-use super::{error_code::code_of, Call, Handler, Reply};
+use super::{authorize::Access, error_code::code_of, Call, Handler, Reply};
 
 /// Deletes the requested offsets on the group's coordinator.
 pub struct OffsetDelete;
@@ -29,11 +29,18 @@ impl Handler for OffsetDelete {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         req: OffsetDeleteRequest,
     ) -> Reply<OffsetDeleteResponse> {
         let mut response = OffsetDeleteResponse::default();
         let group = req.group_id.0.as_str();
+        if !Access::of(&ctx, &call)
+            .await
+            .group(Operation::Delete, group)
+        {
+            response.error_code = kafka_protocol::ResponseError::GroupAuthorizationFailed.code();
+            return Reply::Respond(response);
+        }
         let journal = match ctx.coordinating(group).await {
             Ok(journal) => journal,
             Err(e) => {

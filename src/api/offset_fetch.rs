@@ -14,10 +14,11 @@ use kafka_protocol::{
 
 use crate::{
     group::offset_store::{CommittedOffset, OffsetStoreError},
+    security::acl::Operation,
     shard::context::ShardContext,
 };
 
-use super::{str_bytes, Call, Handler, Reply};
+use super::{authorize::Access, str_bytes, Call, Handler, Reply};
 
 /// Committed offsets of `group`: of the requested partitions (unknown ones as `None`),
 /// or of every partition the group committed when `topics` is `None`.
@@ -88,6 +89,7 @@ impl Handler for OffsetFetch {
         };
         let version = call.version();
         let mut response = OffsetFetchResponse::default();
+        let access = Access::of(ctx, &call).await;
         let value = |stored: &Option<CommittedOffset>| match stored {
             Some(c) => (c.offset, c.leader_epoch, str_bytes(&c.metadata)),
             None => (-1, -1, StrBytes::default()),
@@ -97,6 +99,11 @@ impl Handler for OffsetFetch {
                 let mut out = OffsetFetchResponseGroup::default();
                 out.group_id = g.group_id.clone();
                 let group = g.group_id.0.as_str();
+                if !access.group(Operation::Describe, group) {
+                    out.error_code = ResponseError::GroupAuthorizationFailed.code();
+                    response.groups.push(out);
+                    continue;
+                }
                 if !ctx.owns_group(group) {
                     out.error_code = ResponseError::NotCoordinator.code();
                     response.groups.push(out);
@@ -109,6 +116,9 @@ impl Handler for OffsetFetch {
                 });
                 match lookup(ctx, group, wanted) {
                     Ok(found) => {
+                        let found = found
+                            .into_iter()
+                            .filter(|(t, _)| access.topic(Operation::Describe, t));
                         for (topic, partitions) in found {
                             let mut t = OffsetFetchResponseTopics::default();
                             t.name = super::topic_name(&topic);
@@ -134,6 +144,10 @@ impl Handler for OffsetFetch {
             return Reply::Respond(response);
         }
         let group = req.group_id.0.as_str();
+        if !access.group(Operation::Describe, group) {
+            response.error_code = ResponseError::GroupAuthorizationFailed.code();
+            return Reply::Respond(response);
+        }
         if !ctx.owns_group(group) {
             if version >= 2 {
                 response.error_code = ResponseError::NotCoordinator.code();
@@ -147,6 +161,9 @@ impl Handler for OffsetFetch {
         });
         match lookup(ctx, group, wanted) {
             Ok(found) => {
+                let found = found
+                    .into_iter()
+                    .filter(|(t, _)| access.topic(Operation::Describe, t));
                 for (topic, partitions) in found {
                     let mut t = OffsetFetchResponseTopic::default();
                     t.name = super::topic_name(&topic);

@@ -15,9 +15,9 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::shard::context::ShardContext;
+use crate::{security::acl::Operation, shard::context::ShardContext};
 
-use super::{error_code::KafkaError, Call, Handler, Reply};
+use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
 
 /// Answers each partition's epoch query.
 pub struct OffsetForLeaderEpoch;
@@ -34,20 +34,34 @@ impl Handler for OffsetForLeaderEpoch {
 
     async fn answer(
         ctx: Rc<ShardContext>,
-        _call: Call,
+        call: Call,
         req: OffsetForLeaderEpochRequest,
     ) -> Reply<OffsetForLeaderEpochResponse> {
         let consumer = req.replica_id.0 < 0;
         let mut response = OffsetForLeaderEpochResponse::default();
+        let access = Access::of(&ctx, &call).await;
         for topic in &req.topics {
             let mut t = OffsetForLeaderTopicResult::default();
             t.topic = topic.topic.clone();
             let name = topic.topic.0.as_str();
+            // Consumers need DESCRIBE on the topic, followers CLUSTER_ACTION.
+            let refused = if consumer {
+                (!access.topic(Operation::Describe, name))
+                    .then_some(ResponseError::TopicAuthorizationFailed)
+            } else {
+                (!access.cluster(Operation::ClusterAction))
+                    .then_some(ResponseError::ClusterAuthorizationFailed)
+            };
             for p in &topic.partitions {
                 let mut e = EpochEndOffset::default();
                 e.partition = p.partition;
                 e.leader_epoch = -1;
                 e.end_offset = -1;
+                if let Some(refusal) = refused {
+                    e.error_code = refusal.code();
+                    t.partitions.push(e);
+                    continue;
+                }
                 let current = ctx
                     .leadership(name, p.partition as u32)
                     .map_or(0, |l| l.epoch);

@@ -19,6 +19,7 @@ use kafka_protocol::{
 };
 
 use crate::{
+    security::acl::Operation,
     shard::context::ShardContext,
     storage::{
         partition_log::{Durable, Wait},
@@ -26,7 +27,7 @@ use crate::{
     },
 };
 
-use super::{error_code::KafkaError, Call, Handler, Reply};
+use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
 
 enum Pending {
     Failed(ResponseError, Option<String>),
@@ -115,15 +116,18 @@ struct Appended {
 }
 
 /// Appends every partition's batches.
-async fn append(ctx: &ShardContext, req: &ProduceRequest) -> Appended {
+async fn append(ctx: &ShardContext, access: &Access, req: &ProduceRequest) -> Appended {
     let acks_valid = (-1..=1).contains(&req.acks);
     let transactional = req.transactional_id.is_some();
     let mut pending = Vec::new();
     for topic in &req.topic_data {
         let name = topic.name.0.as_str();
+        let writable = access.topic(Operation::Write, name);
         for partition in &topic.partition_data {
             let p = if !acks_valid {
                 Pending::Failed(ResponseError::InvalidRequiredAcks, None)
+            } else if !writable {
+                Pending::Failed(ResponseError::TopicAuthorizationFailed, None)
             } else if transactional {
                 Pending::Failed(
                     ResponseError::TransactionalIdAuthorizationFailed,
@@ -272,7 +276,8 @@ impl Handler for Produce {
         request: ProduceRequest,
     ) -> impl Future<Output = impl Future<Output = Reply<ProduceResponse>> + 'static> {
         async move {
-            let appended = append(&ctx, &request).await;
+            let access = Access::of(&ctx, &call).await;
+            let appended = append(&ctx, &access, &request).await;
             acknowledge(ctx, call.version(), appended)
         }
     }

@@ -7,9 +7,9 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::shard::context::ShardContext;
+use crate::{security::acl::Operation, shard::context::ShardContext};
 
-use super::{str_bytes, Call, Handler, Reply};
+use super::{authorize::Access, str_bytes, Call, Handler, Reply};
 
 /// SyncGroup.
 pub struct SyncGroup;
@@ -31,6 +31,10 @@ impl Handler for SyncGroup {
         let version = call.version();
         let group = req.group_id.0.as_str();
         let mut response = SyncGroupResponse::default();
+        if !Access::of(ctx, &call).await.group(Operation::Read, group) {
+            response.error_code = ResponseError::GroupAuthorizationFailed.code();
+            return Reply::Respond(response);
+        }
         if !ctx.owns_group(group) {
             response.error_code = ResponseError::NotCoordinator.code();
             return Reply::Respond(response);

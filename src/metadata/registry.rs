@@ -131,6 +131,8 @@ pub struct ClusterView {
     pub coordinators: Vec<NodeId>,
     /// The controller's node, when known.
     pub controller: Option<NodeId>,
+    /// The ACLs.
+    pub acls: std::sync::Arc<Vec<crate::security::acl::AclBinding>>,
 }
 
 /// The shared topic registry. `Send + Sync`: one per broker.
@@ -273,6 +275,7 @@ impl TopicRegistry {
             hosts: s.cluster.hosts.clone(),
             coordinators,
             controller: s.controller,
+            acls: std::sync::Arc::new(s.cluster.security.acls.clone()),
         }
     }
 

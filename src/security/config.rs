@@ -1,5 +1,6 @@
-//! The SASL settings: which mechanisms every listener requires, and the users created
-//! (or updated) at start so a new broker is not locked out.
+//! The security settings: which SASL mechanisms every listener requires, the users
+//! created (or updated) at start so a new broker is not locked out, and whether ACLs are
+//! enforced and who bypasses them.
 
 use weir_client::{
     sasl::{SaslLogin, SaslMechanism},
@@ -25,17 +26,17 @@ impl std::fmt::Debug for SaslConfig {
     }
 }
 
-/// Why the SASL settings were refused: the option and the reason.
+/// Why a security setting was refused: the option and the reason.
 #[derive(Debug, PartialEq, Eq)]
-pub struct SaslConfigError {
+pub struct SettingError {
     /// The option, as spelled on the command line.
     pub option: &'static str,
     /// What is wrong.
     pub reason: String,
 }
 
-fn refuse(option: &'static str, reason: impl Into<String>) -> SaslConfigError {
-    SaslConfigError {
+fn refuse(option: &'static str, reason: impl Into<String>) -> SettingError {
+    SettingError {
         option,
         reason: reason.into(),
     }
@@ -47,7 +48,7 @@ impl SaslConfig {
     pub fn from_flags(
         mechanisms: Option<&str>,
         users: &[String],
-    ) -> Result<Option<SaslConfig>, SaslConfigError> {
+    ) -> Result<Option<SaslConfig>, SettingError> {
         let Some(list) = mechanisms else {
             if users.is_empty() {
                 return Ok(None);
@@ -99,6 +100,48 @@ impl SaslConfig {
     }
 }
 
+/// `--authorizer acl`: ACLs are enforced on every API; the super users bypass them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizerConfig {
+    /// `--super-users`: principals (`User:NAME`) allowed everything.
+    pub super_users: Vec<String>,
+}
+
+impl AuthorizerConfig {
+    /// The settings from `--authorizer acl|none` and `--super-users
+    /// "User:a;User:b"` (Kafka's separator); `None` when nothing is enforced.
+    pub fn from_flags(
+        authorizer: Option<&str>,
+        super_users: Option<&str>,
+    ) -> Result<Option<AuthorizerConfig>, SettingError> {
+        let users: Vec<String> = super_users
+            .unwrap_or_default()
+            .split(';')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_string)
+            .collect();
+        if let Some(bad) = users
+            .iter()
+            .find(|u| !u.starts_with("User:") || u.len() == 5)
+        {
+            return Err(refuse(
+                "--super-users",
+                format!("{bad:?} is not a principal like User:admin"),
+            ));
+        }
+        match authorizer.unwrap_or("none") {
+            "none" if users.is_empty() => Ok(None),
+            "none" => Err(refuse("--super-users", "needs --authorizer acl")),
+            "acl" => Ok(Some(AuthorizerConfig { super_users: users })),
+            other => Err(refuse(
+                "--authorizer",
+                format!("{other:?} is not acl or none"),
+            )),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +169,24 @@ mod tests {
             SaslConfig::from_flags(Some("PLAIN"), &["nopass".into()]).map_err(|e| e.option),
             Err("--sasl-user")
         );
+    }
+
+    #[test]
+    fn authorizer_flags_parse_or_name_the_option() {
+        assert_eq!(AuthorizerConfig::from_flags(None, None), Ok(None));
+        let on = AuthorizerConfig::from_flags(Some("acl"), Some("User:admin; User:ops"))
+            .expect("valid")
+            .expect("on");
+        assert_eq!(on.super_users, ["User:admin", "User:ops"]);
+        for (a, s, option) in [
+            (Some("ranger"), None, "--authorizer"),
+            (None, Some("User:admin"), "--super-users"),
+            (Some("acl"), Some("admin"), "--super-users"),
+        ] {
+            assert_eq!(
+                AuthorizerConfig::from_flags(a, s).map_err(|e| e.option),
+                Err(option)
+            );
+        }
     }
 }

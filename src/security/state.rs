@@ -1,10 +1,14 @@
-//! The security part of the cluster metadata: every user's SCRAM credentials. The
+//! The security part of the cluster metadata: every user's SCRAM credentials and the
+//! ACLs. The
 //! controller quorum replicates its changes like any other metadata (a single host keeps
 //! it in its registry file), so every host checks logins against the same users.
 
 use serde::{Deserialize, Serialize};
 
-use super::credentials::{ScramChange, Users};
+use super::{
+    acl::AclBinding,
+    credentials::{ScramChange, Users},
+};
 
 /// The security metadata.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -12,6 +16,9 @@ pub struct SecurityState {
     /// Every user's SCRAM credentials.
     #[serde(default)]
     pub users: Users,
+    /// The ACLs, sorted, without duplicates.
+    #[serde(default)]
+    pub acls: Vec<AclBinding>,
 }
 
 /// One change to the security metadata, applied whole.
@@ -20,6 +27,11 @@ pub enum SecurityChange {
     /// AlterUserScramCredentials (and `--sasl-user` at start): upserts and deletions,
     /// in order.
     Scram(Vec<ScramChange>),
+    /// CreateAcls: bindings added (one already present is not added twice).
+    CreateAcls(Vec<AclBinding>),
+    /// DeleteAcls: exactly these bindings removed (the asking host resolved its
+    /// filters against the ACLs it saw).
+    DeleteAcls(Vec<AclBinding>),
 }
 
 impl SecurityState {
@@ -27,6 +39,12 @@ impl SecurityState {
     pub fn apply(&mut self, change: &SecurityChange) {
         match change {
             SecurityChange::Scram(changes) => self.users.apply(changes),
+            SecurityChange::CreateAcls(added) => {
+                self.acls.extend(added.iter().cloned());
+                self.acls.sort();
+                self.acls.dedup();
+            }
+            SecurityChange::DeleteAcls(removed) => self.acls.retain(|b| !removed.contains(b)),
         }
     }
 }

@@ -186,6 +186,7 @@ impl ShardContext {
                     hosts: BTreeMap::new(),
                     coordinators: Vec::new(),
                     controller: None,
+                    acls: Default::default(),
                 },
                 topics: BTreeMap::new(),
             })),
