@@ -314,3 +314,72 @@ fn acls_decide_what_each_principal_may_do() {
     assert!(removed.contains("removed: Deny"), "{removed}");
     assert_eq!(fetch_code(&mut bob, "orders"), 0, "the deny is gone");
 }
+
+#[test]
+fn a_client_certificate_is_the_principal_under_mutual_tls() {
+    let dir = scratch_dir();
+    let pki = common::pki::pki(dir.path(), "mtls-acl");
+    let tls_port = common::broker::free_ports_on(&["127.0.0.1"], 1);
+    let tls = format!("127.0.0.1:{tls_port}");
+    // The plaintext listener (loopback, no certificate: User:ANONYMOUS) administers;
+    // TLS clients are who their certificates say.
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        1,
+        &[
+            "--tls-listen",
+            &tls,
+            "--tls-cert",
+            &pki.server_cert.display().to_string(),
+            "--tls-key",
+            &pki.server_key.display().to_string(),
+            "--tls-client-ca",
+            &pki.ca.display().to_string(),
+            "--authorizer",
+            "acl",
+            "--super-users",
+            "User:ANONYMOUS",
+        ],
+    );
+    let at = broker.bootstrap();
+    for topic in ["certs", "others"] {
+        weir(&["topics", "--bootstrap", &at, "create", topic]);
+    }
+    weir(&[
+        "acls",
+        "--bootstrap",
+        &at,
+        "add",
+        "--principal",
+        "User:CN=alice",
+        "--operation",
+        "write",
+        "--topic",
+        "certs",
+    ]);
+    let kcat = |rest: &[&str], input: Option<&str>| {
+        let ca = format!("ssl.ca.location={}", pki.ca.display());
+        let cert = format!("ssl.certificate.location={}", pki.client_cert.display());
+        let key = format!("ssl.key.location={}", pki.client_key.display());
+        let mut args = vec![
+            "-b",
+            &tls,
+            "-X",
+            "security.protocol=ssl",
+            "-X",
+            &ca,
+            "-X",
+            &cert,
+            "-X",
+            &key,
+        ];
+        args.extend_from_slice(rest);
+        common::kcat_try(&args, input)
+    };
+    let (ok, out) = kcat(&["-t", "certs", "-P"], Some("signed\n"));
+    assert!(ok, "User:CN=alice may write certs: {out}");
+    let (ok, out) = kcat(&["-t", "others", "-P"], Some("nope\n"));
+    assert!(!ok && out.contains("Topic authorization failed"), "{out}");
+    let (ok, out) = kcat(&["-t", "certs", "-C", "-e"], None);
+    assert!(!ok || !out.contains("signed"), "no READ: {out}");
+}

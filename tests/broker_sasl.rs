@@ -434,8 +434,18 @@ fn every_host_knows_the_users_and_acls_and_followers_log_in() {
     let (ok, out) = produce_on_2();
     assert!(!ok && out.contains("Topic authorization failed"), "{out}");
     let (ok, out) = weir(&[
-        "acls", "--bootstrap", &b1, "--sasl-user", ADMIN, "add", "--principal", "User:carol",
-        "--operation", "all", "--topic", "replicated",
+        "acls",
+        "--bootstrap",
+        &b1,
+        "--sasl-user",
+        ADMIN,
+        "add",
+        "--principal",
+        "User:carol",
+        "--operation",
+        "all",
+        "--topic",
+        "replicated",
     ]);
     assert!(ok, "{out}");
     let (ok, out) = kcat_as(

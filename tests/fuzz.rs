@@ -134,6 +134,11 @@ fn request_seeds() -> Vec<Vec<u8>> {
     }
     seeds.push(frame(&DescribeUserScramCredentialsRequest::default(), 0));
     seeds.push(frame(&AlterUserScramCredentialsRequest::default(), 0));
+    for v in [0, 3] {
+        seeds.push(frame(&CreateAclsRequest::default(), v));
+        seeds.push(frame(&DescribeAclsRequest::default(), v));
+        seeds.push(frame(&DeleteAclsRequest::default(), v));
+    }
     seeds
 }
 

@@ -42,6 +42,8 @@ pub struct Session {
     protocol: SecurityProtocol,
     peer: Option<SocketAddr>,
     state: RefCell<LoginState>,
+    /// `User:<subject DN>` of the client's certificate, under mutual TLS.
+    certificate_principal: Option<String>,
     /// SaslHandshake v0 chose the mechanism: its messages come as bare length-prefixed
     /// tokens, not SaslAuthenticate requests, until the login is done.
     raw_tokens: Cell<bool>,
@@ -64,7 +66,17 @@ impl Session {
             protocol,
             peer,
             state: RefCell::new(state),
+            certificate_principal: None,
             raw_tokens: Cell::new(false),
+        }
+    }
+
+    /// The same session, its client known by its certificate: without SASL, that is
+    /// its principal (Kafka's default for mutual TLS).
+    pub fn with_certificate_principal(self, principal: Option<String>) -> Session {
+        Session {
+            certificate_principal: principal,
+            ..self
         }
     }
 
@@ -123,11 +135,16 @@ impl Session {
         *self.state.borrow_mut() = state;
     }
 
-    /// Who the client is, as Kafka writes principals: `User:NAME` once logged in,
-    /// `User:ANONYMOUS` where no login is required, `None` before a required login.
+    /// Who the client is, as Kafka writes principals: `User:NAME` once logged in with
+    /// SASL; where no login is required, its certificate's `User:<subject DN>` under
+    /// mutual TLS, else `User:ANONYMOUS`; `None` before a required login.
     pub fn principal(&self) -> Option<String> {
         match &*self.state.borrow() {
-            LoginState::Open => Some(format!("User:{ANONYMOUS}")),
+            LoginState::Open => Some(
+                self.certificate_principal
+                    .clone()
+                    .unwrap_or_else(|| format!("User:{ANONYMOUS}")),
+            ),
             LoginState::LoggedIn(user) => Some(format!("User:{user}")),
             _ => None,
         }

@@ -19,6 +19,7 @@ use glommio::net::{TcpListener, TcpStream};
 use crate::{
     api::{session::Session, SecurityProtocol},
     metadata::placement::shard_addr,
+    security::principal,
     shard::context::ShardContext,
 };
 
@@ -139,7 +140,14 @@ async fn open(
         .await
         .ok_or(ConnectionError::Idle(idle))?
         .map_err(ConnectionError::Handshake)?;
-    let session = Session::new(SecurityProtocol::Ssl, peer, sasl);
+    let certificate = secured
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .and_then(|leaf| principal::of_certificate(leaf.as_ref()));
+    let session =
+        Session::new(SecurityProtocol::Ssl, peer, sasl).with_certificate_principal(certificate);
     connection::serve(ctx, secured, Rc::new(session), client).await
 }
 

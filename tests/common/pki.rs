@@ -12,7 +12,7 @@ pub struct Pki {
     pub server_cert: PathBuf,
     /// Its key.
     pub server_key: PathBuf,
-    /// A client certificate (CN User:alice).
+    /// A client certificate (CN alice: principal `User:CN=alice` under mutual TLS).
     pub client_cert: PathBuf,
     /// Its key.
     pub client_key: PathBuf,
@@ -47,7 +47,7 @@ pub fn pki(dir: &Path, tag: &str) -> Pki {
         .collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let (server_pem, server_key) = leaf(&issuer, &names, "127.0.0.1");
-    let (client_pem, client_key) = leaf(&issuer, &[], "User:alice");
+    let (client_pem, client_key) = leaf(&issuer, &[], "alice");
     let write = |name: &str, text: &str| {
         let path = dir.join(format!("{tag}-{name}"));
         std::fs::write(&path, text).expect("write PEM");
