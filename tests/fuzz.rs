@@ -23,8 +23,9 @@ use kafka_protocol::messages::{
     metadata_request::MetadataRequestTopic,
     produce_request::{PartitionProduceData, TopicProduceData},
     AlterConfigsRequest, AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
+    DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
     DescribeUserScramCredentialsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
     IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
     ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
@@ -128,13 +129,15 @@ fn request_seeds() -> Vec<Vec<u8>> {
     seeds.push(frame(&ListGroupsRequest::default(), 4));
     seeds.push(frame(&DescribeGroupsRequest::default(), 5));
     seeds.push(frame(&DeleteGroupsRequest::default(), 2));
-    seeds.push(frame(&SaslHandshakeRequest::default(), 1));
+    for v in [0, 1] {
+        seeds.push(frame(&SaslHandshakeRequest::default(), v));
+    }
     for v in [0, 2] {
         seeds.push(frame(&SaslAuthenticateRequest::default(), v));
     }
     seeds.push(frame(&DescribeUserScramCredentialsRequest::default(), 0));
     seeds.push(frame(&AlterUserScramCredentialsRequest::default(), 0));
-    for v in [0, 3] {
+    for v in [1, 3] {
         seeds.push(frame(&CreateAclsRequest::default(), v));
         seeds.push(frame(&DescribeAclsRequest::default(), v));
         seeds.push(frame(&DeleteAclsRequest::default(), v));

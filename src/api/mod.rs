@@ -90,9 +90,9 @@ pub const ROUTES: &[Route] = &[
     Route::to::<describe_groups::DescribeGroups>(ApiKey::DescribeGroups, 0, 5),
     Route::to::<delete_groups::DeleteGroups>(ApiKey::DeleteGroups, 0, 2),
     Route::to::<offset_delete::OffsetDelete>(ApiKey::OffsetDelete, 0, 0),
-    Route::to::<create_acls::CreateAcls>(ApiKey::CreateAcls, 0, 3),
-    Route::to::<describe_acls::DescribeAcls>(ApiKey::DescribeAcls, 0, 3),
-    Route::to::<delete_acls::DeleteAcls>(ApiKey::DeleteAcls, 0, 3),
+    Route::to::<create_acls::CreateAcls>(ApiKey::CreateAcls, 1, 3),
+    Route::to::<describe_acls::DescribeAcls>(ApiKey::DescribeAcls, 1, 3),
+    Route::to::<delete_acls::DeleteAcls>(ApiKey::DeleteAcls, 1, 3),
     Route::to::<sasl_handshake::SaslHandshake>(ApiKey::SaslHandshake, 0, 1),
     Route::to::<sasl_authenticate::SaslAuthenticate>(ApiKey::SaslAuthenticate, 0, 2),
     Route::to::<describe_user_scram_credentials::DescribeUserScramCredentials>(
