@@ -89,11 +89,14 @@ fn login(mechanism: SaslMechanism, user: &str) -> SaslLogin {
     SaslLogin::parse(mechanism, user).expect("NAME:PASSWORD")
 }
 
-/// True once the broker at `addr` closed `stream` (a read returns end of stream).
+/// True once the broker closed `stream` (a read returns end of stream within 5 s).
 fn closed_by_broker(stream: &mut TcpStream) -> bool {
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
+    closed_within(stream, Duration::from_secs(5))
+}
+
+/// True once the broker closed `stream` (a read returns end of stream within `limit`).
+fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
+    stream.set_read_timeout(Some(limit)).expect("timeout");
     let mut byte = [0u8; 1];
     matches!(stream.read(&mut byte), Ok(0))
 }
@@ -206,6 +209,22 @@ fn refusals_close_the_connection_and_users_are_managed_over_the_wire() {
         "Metadata before login must not be answered"
     );
     assert!(closed_by_broker(&mut raw));
+
+    // A client that stops in the middle of its login is closed after 10 s, though the
+    // idle timeout is ten minutes.
+    let mut stalled = TcpStream::connect(&at).expect("connect");
+    let handshake = login(SaslMechanism::Scram(Mechanism::Sha512), ADMIN).handshake();
+    weir_client::blocking::call_on(&mut stalled, &handshake, 1, 1, "t").expect("handshake");
+    let started = Instant::now();
+    assert!(
+        closed_within(&mut stalled, Duration::from_secs(20)),
+        "a stalled login stays open"
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(9) && waited < Duration::from_secs(15),
+        "{waited:?}"
+    );
 
     // A wrong password and an unknown user get the same answer; the broker then closes.
     for (mechanism, user) in [

@@ -3,7 +3,8 @@
 //! `produce`, `consume` and `e2e` run a workload (thread-per-core on glommio, one
 //! connection per client and partition leader, several requests in flight per
 //! connection) and write HdrHistogram interval logs, percentile distributions and
-//! `summary.json` into `--out`; `compare` lays recorded runs side by side.
+//! `summary.json` into `--out`; `compare` lays recorded runs side by side; `connect`
+//! measures how many connections (with TLS and a SASL login) a broker completes a second.
 //!
 //! Modules: `options` (the workload), `plan` and `assign` (who does what), `producer` /
 //! `consumer` (the streams), `payload` (what a message value carries), `group`
@@ -16,6 +17,7 @@ mod assign;
 mod broker_metrics;
 mod clock;
 mod compare;
+mod connect;
 mod consumer;
 mod control;
 mod group;
@@ -51,6 +53,9 @@ enum Command {
     E2e(options::Workload),
     /// Compare recorded runs: a table with ratios to the first run and an SVG plot.
     Compare(compare::CompareArgs),
+    /// Open connections (TCP, TLS, SASL login, one ApiVersions) as fast as possible and
+    /// report connections per second and their latency.
+    Connect(connect::ConnectArgs),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +66,15 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("loadgen compare: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Command::Connect(args) => {
+            return match connect::connect(&args) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("loadgen connect: {e:#}");
                     ExitCode::FAILURE
                 }
             };

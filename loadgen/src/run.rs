@@ -71,16 +71,13 @@ pub enum Outcome {
     Aborted(String),
 }
 
-/// The SASL login `--sasl-user` and `--sasl-mechanism` ask for, if any.
-fn sasl_login(workload: &Workload) -> anyhow::Result<Option<SaslLogin>> {
-    let Some(text) = &workload.sasl_user else {
+/// The SASL login `--sasl-user` (`user`) and `--sasl-mechanism` ask for, if any.
+pub fn sasl_login_from(user: Option<&str>, mechanism: &str) -> anyhow::Result<Option<SaslLogin>> {
+    let Some(text) = user else {
         return Ok(None);
     };
-    let mechanism = SaslMechanism::from_name(&workload.sasl_mechanism).ok_or_else(|| {
-        anyhow!(
-            "--sasl-mechanism {:?}: not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
-            workload.sasl_mechanism
-        )
+    let mechanism = SaslMechanism::from_name(mechanism).ok_or_else(|| {
+        anyhow!("--sasl-mechanism {mechanism:?}: not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
     })?;
     let login = SaslLogin::parse(mechanism, text).map_err(|e| anyhow!("--sasl-user: {e}"))?;
     Ok(Some(login))
@@ -101,7 +98,10 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         Some(ca) => Dialer::tls(ca).context("setting up TLS")?,
         None => Dialer::plaintext(),
     };
-    let dialer = dialer.with_sasl(sasl_login(workload)?);
+    let dialer = dialer.with_sasl(sasl_login_from(
+        workload.sasl_user.as_deref(),
+        &workload.sasl_mechanism,
+    )?);
 
     let (topology, start_offsets, membership) = set_up(mode, workload, &dialer)?;
     let broker_scrape = workload

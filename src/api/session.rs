@@ -19,6 +19,10 @@ use super::SecurityProtocol;
 /// The principal of a client that needed no login (Kafka's name for it).
 pub const ANONYMOUS: &str = "ANONYMOUS";
 
+/// Longest a client may take between two messages of its login, however long the idle
+/// timeout: a stalled login holds its connection no longer than this.
+pub const LOGIN_STEP_TIME_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How far a connection's login got.
 #[derive(Debug)]
 pub enum LoginState {
@@ -116,6 +120,15 @@ impl Session {
                 &*self.state.borrow(),
                 LoginState::Chosen(_) | LoginState::Exchanging(_)
             )
+    }
+
+    /// How long the connection may wait for the client's next bytes: `idle`, or less
+    /// while a required login is not done ([`LOGIN_STEP_TIME_MAX`]).
+    pub fn read_limit(&self, idle: std::time::Duration) -> std::time::Duration {
+        match &*self.state.borrow() {
+            LoginState::Open | LoginState::LoggedIn(_) => idle,
+            _ => idle.min(LOGIN_STEP_TIME_MAX),
+        }
     }
 
     /// True once a login failed: the connection reads no more requests and closes

@@ -295,9 +295,10 @@ where
                     return Err(ConnectionError::LoginFailed);
                 }
             }
-            let n = within(idle, reader.read(&mut scratch))
+            let limit = session.read_limit(idle);
+            let n = within(limit, reader.read(&mut scratch))
                 .await
-                .ok_or(ConnectionError::Idle(idle))??;
+                .ok_or(ConnectionError::Idle(limit))??;
             if n == 0 {
                 return Ok(());
             }

@@ -17,7 +17,10 @@ use futures_rustls::TlsAcceptor;
 use glommio::net::{TcpListener, TcpStream};
 
 use crate::{
-    api::{session::Session, SecurityProtocol},
+    api::{
+        session::{Session, LOGIN_STEP_TIME_MAX},
+        SecurityProtocol,
+    },
     metadata::placement::shard_addr,
     security::principal,
     shard::context::ShardContext,
@@ -135,10 +138,11 @@ async fn open(
         let session = Session::new(SecurityProtocol::Plaintext, peer, sasl);
         return connection::serve(ctx, stream, Rc::new(session), client).await;
     };
-    let idle = ctx.config.idle_timeout;
-    let secured = connection::within(idle, acceptor.accept(stream))
+    // A handshake gets the idle timeout, at most the time a login step may take.
+    let limit = ctx.config.idle_timeout.min(LOGIN_STEP_TIME_MAX);
+    let secured = connection::within(limit, acceptor.accept(stream))
         .await
-        .ok_or(ConnectionError::Idle(idle))?
+        .ok_or(ConnectionError::Idle(limit))?
         .map_err(ConnectionError::Handshake)?;
     let certificate = secured
         .get_ref()
