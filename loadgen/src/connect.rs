@@ -32,6 +32,9 @@ pub struct ConnectArgs {
     /// How long to keep connecting.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub duration: Duration,
+    /// Stop after this many connections, even before --duration is up.
+    #[arg(long)]
+    pub connections: Option<u64>,
     /// Connections being opened at once.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub concurrency: u32,
@@ -62,18 +65,24 @@ pub fn connect(args: &ConnectArgs) -> anyhow::Result<()> {
         None => Placement::Unbound,
     };
     let (addr, duration, concurrency) = (args.bootstrap.clone(), args.duration, args.concurrency);
+    let limit = args.connections.unwrap_or(u64::MAX);
+    let started = std::time::Instant::now();
     let tally = LocalExecutorBuilder::new(placement)
         .name("loadgen-connect")
-        .spawn(move || async move { run(dialer, addr, duration, concurrency).await })
+        .spawn(move || async move { run(dialer, addr, duration, limit, concurrency).await })
         .map_err(|e| anyhow!("starting the executor: {e}"))?
         .join()
         .map_err(|e| anyhow!("the executor failed: {e}"))?;
     let done = tally.latency.len();
-    let per_second = done as f64 / duration.as_secs_f64();
+    let elapsed = started
+        .elapsed()
+        .min(duration)
+        .max(Duration::from_millis(1));
+    let per_second = done as f64 / elapsed.as_secs_f64();
     let ms = |q: f64| tally.latency.value_at_quantile(q) as f64 / 1e6;
     println!(
         "{done} connections in {:.1} s = {per_second:.0}/s; connect-to-answer p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {} errors{}",
-        duration.as_secs_f64(),
+        elapsed.as_secs_f64(),
         ms(0.5),
         ms(0.99),
         tally.latency.max() as f64 / 1e6,
@@ -96,20 +105,36 @@ pub fn connect(args: &ConnectArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run(dialer: Dialer, addr: String, duration: Duration, concurrency: u32) -> Tally {
+/// Longest one connection may take before it counts as an error.
+const CONNECTION_TIME_MAX: Duration = Duration::from_secs(10);
+
+async fn run(
+    dialer: Dialer,
+    addr: String,
+    duration: Duration,
+    limit: u64,
+    concurrency: u32,
+) -> Tally {
     let tally = Rc::new(RefCell::new(Tally {
         latency: latency_histogram(),
         errors: 0,
         first_error: None,
     }));
     let deadline = std::time::Instant::now() + duration;
+    let started = Rc::new(std::cell::Cell::new(0u64));
     let workers: Vec<_> = (0..concurrency)
         .map(|_| {
             let (dialer, addr, tally) = (dialer.clone(), addr.clone(), Rc::clone(&tally));
+            let count = Rc::clone(&started);
             glommio::spawn_local(async move {
-                while std::time::Instant::now() < deadline {
+                while std::time::Instant::now() < deadline && count.get() < limit {
+                    count.set(count.get() + 1);
                     let started = std::time::Instant::now();
-                    match once(&dialer, &addr).await {
+                    let bounded = futures_lite::future::or(once(&dialer, &addr), async {
+                        glommio::timer::sleep(CONNECTION_TIME_MAX).await;
+                        Err(anyhow!("no answer within {CONNECTION_TIME_MAX:?}"))
+                    });
+                    match bounded.await {
                         Ok(()) => {
                             let ns = started.elapsed().as_nanos() as u64;
                             let _ = tally.borrow_mut().latency.record(ns.max(1_000));
@@ -133,7 +158,7 @@ async fn run(dialer: Dialer, addr: String, duration: Duration, concurrency: u32)
 }
 
 /// One connection: connect (TLS, login), one ApiVersions round trip, close.
-async fn once(dialer: &Dialer, addr: &str) -> weir_client::Result<()> {
+async fn once(dialer: &Dialer, addr: &str) -> anyhow::Result<()> {
     let (mut writer, mut reader) = connection::connect_with(dialer, addr, "loadgen").await?;
     connection::call(&mut writer, &mut reader, &ApiVersionsRequest::default(), 3).await?;
     Ok(())

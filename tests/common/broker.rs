@@ -181,8 +181,9 @@ impl Broker {
         );
     }
 
-    /// Starts the broker again after [`stop`](Self::stop).
+    /// Starts the broker again, stopping it first (SIGTERM) if it runs.
     pub fn restart(&mut self) {
+        self.stop();
         self.spawn();
     }
 
