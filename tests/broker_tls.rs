@@ -281,3 +281,65 @@ fn bad_tls_settings_stop_the_start_with_a_message() {
         assert!(text.contains(why), "{args:?}: expected {why:?} in {text}");
     }
 }
+
+/// 33,000 plaintext connections one after another, none over TLS, then TLS still
+/// serves. Both listeners' accept loops once shared a task: each plaintext connection
+/// woke it and re-polled the waiting TLS accept, glommio kept a waker clone per poll,
+/// and connection 32,767 overflowed the task's reference count and killed the shard
+/// (reproduced with a release broker; found by `benches/security_ab.sh`).
+#[test]
+fn a_flood_of_plaintext_connections_leaves_the_tls_listener_serving() {
+    let dir = scratch_dir();
+    let pki = pki(dir.path(), "flood");
+    let tls_port = free_ports_on(&["127.0.0.1"], 1);
+    let tls_bootstrap = format!("127.0.0.1:{tls_port}");
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        1,
+        &[
+            "--tls-listen",
+            &tls_bootstrap,
+            "--tls-cert",
+            pki.server_cert.to_str().expect("utf-8"),
+            "--tls-key",
+            pki.server_key.to_str().expect("utf-8"),
+        ],
+    );
+    // One at a time, so that every connection finds the accept waiting.
+    let out = run_loadgen(
+        &[
+            "connect",
+            "--bootstrap",
+            &broker.bootstrap(),
+            "--connections",
+            "33000",
+            "--concurrency",
+            "1",
+            "--duration",
+            "300s",
+        ],
+        &broker,
+        0,
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("33000 connections") && printed.contains(" 0 errors"),
+        "{printed}"
+    );
+    let ca = format!("ssl.ca.location={}", pki.ca.display());
+    let (ok, md) = kcat(
+        &[
+            "-b",
+            &tls_bootstrap,
+            "-X",
+            "security.protocol=ssl",
+            "-X",
+            &ca,
+            "-L",
+            "-m",
+            "10",
+        ],
+        None,
+    );
+    assert!(ok, "TLS after the flood: {md}\n{}", broker.log());
+}

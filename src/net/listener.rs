@@ -62,8 +62,15 @@ pub async fn serve(
     match secure {
         None => plain_loop.await,
         Some((listener, addr, acceptor)) => {
-            let secure_loop = accept_loop(ctx, stop, listener, addr, Some(acceptor));
-            futures_lite::future::zip(plain_loop, secure_loop).await;
+            // Each listener's loop is its own task. Joined in one task, every plaintext
+            // connection that woke the task re-polled the pending TLS accept, and
+            // glommio adds a waker clone per poll of a pending accept until it
+            // completes: after 32,767 plaintext connections without a TLS one the
+            // task's reference count overflowed and the shard died (see `accept_loop`).
+            let secure =
+                glommio::spawn_local(accept_loop(ctx, stop, listener, addr, Some(acceptor)));
+            plain_loop.await;
+            secure.await;
         }
     }
     Ok(())
