@@ -202,6 +202,57 @@ pub fn unescape_name(written: &str) -> Option<String> {
     Some(out)
 }
 
+/// Salted passwords this thread computed lately, newest last: a server offers the same
+/// salt and iteration count again at the next login, and RFC 5802 (5.1) lets a client
+/// keep the salted password instead of paying the PBKDF2 iterations on every connection.
+const SALTED_CACHED_MAX: usize = 8;
+
+/// A computed salted password and what it was computed from.
+struct Salted {
+    mechanism: Mechanism,
+    password: Vec<u8>,
+    salt: Vec<u8>,
+    iterations: u32,
+    salted: Vec<u8>,
+}
+
+thread_local! {
+    static SALTED: std::cell::RefCell<Vec<Salted>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `Hi(password, salt, iterations)`, from this thread's cache when it was computed
+/// lately.
+fn salted_cached(m: Mechanism, password: &[u8], salt: &[u8], iterations: NonZeroU32) -> Vec<u8> {
+    let found = SALTED.with_borrow(|cache| {
+        cache
+            .iter()
+            .find(|c| {
+                c.mechanism == m
+                    && c.iterations == iterations.get()
+                    && c.salt == salt
+                    && same(&c.password, password)
+            })
+            .map(|c| c.salted.clone())
+    });
+    if let Some(salted) = found {
+        return salted;
+    }
+    let salted = m.salted_password(password, salt, iterations);
+    SALTED.with_borrow_mut(|cache| {
+        if cache.len() == SALTED_CACHED_MAX {
+            cache.remove(0);
+        }
+        cache.push(Salted {
+            mechanism: m,
+            password: password.to_vec(),
+            salt: salt.to_vec(),
+            iterations: iterations.get(),
+            salted: salted.clone(),
+        });
+    });
+    salted
+}
+
 /// The GS2 header Kafka's clients send: no channel binding, no authorisation identity.
 pub const GS2_HEADER: &str = "n,,";
 
@@ -260,7 +311,7 @@ impl ClientExchange {
             .filter(|_| (ITERATIONS_MIN..=ITERATIONS_MAX).contains(&iterations))
             .ok_or(ScramError::Iterations(iterations))?;
         let m = self.mechanism;
-        let salted = m.salted_password(&self.password, &salt, counted);
+        let salted = salted_cached(m, &self.password, &salt, counted);
         let without_proof = format!("c={},r={nonce}", encode64(GS2_HEADER.as_bytes()));
         let auth_message = format!("{},{server_first},{without_proof}", self.client_first_bare);
         let client_key = m.hmac(&salted, b"Client Key");
