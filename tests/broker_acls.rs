@@ -19,8 +19,9 @@ use kafka_protocol::{
     messages::{
         create_topics_request::CreatableTopic,
         offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
+        offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic},
         CreateAclsRequest, CreateTopicsRequest, DeleteTopicsRequest, GroupId, ListOffsetsRequest,
-        MetadataRequest, OffsetCommitRequest,
+        MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
     },
     ResponseError,
 };
@@ -254,6 +255,55 @@ fn acls_decide_what_each_principal_may_do() {
     assert_eq!(commit_code(&mut alice, "alices-group", "orders"), 0);
     assert_eq!(
         commit_code(&mut bob, "alices-group", "audit"),
+        ResponseError::GroupAuthorizationFailed.code()
+    );
+
+    // OffsetDelete needs DELETE on the group and READ on each topic: bob may delete the
+    // group's offsets, but not those of orders, which he is denied.
+    as_admin(
+        &broker,
+        "acls",
+        &[
+            "add",
+            "--principal",
+            "User:bob",
+            "--operation",
+            "delete",
+            "--group",
+            "alices-group",
+        ],
+    );
+    let mut delete_offsets = OffsetDeleteRequest::default();
+    delete_offsets.group_id = GroupId("alices-group".to_string().into());
+    delete_offsets.topics = ["orders", "audit"]
+        .iter()
+        .map(|t| {
+            OffsetDeleteRequestTopic::default()
+                .with_name(name(t))
+                .with_partitions(vec![
+                    OffsetDeleteRequestPartition::default().with_partition_index(0)
+                ])
+        })
+        .collect();
+    let answer = bob
+        .call(&delete_offsets, 0)
+        .expect("offset delete answered");
+    assert_eq!(answer.error_code, 0);
+    let codes: Vec<i16> = answer
+        .topics
+        .iter()
+        .map(|t| t.partitions[0].error_code)
+        .collect();
+    assert_eq!(
+        codes,
+        [refused, 0],
+        "orders refused, audit's offsets deleted"
+    );
+    let answer = alice
+        .call(&delete_offsets, 0)
+        .expect("offset delete answered");
+    assert_eq!(
+        answer.error_code,
         ResponseError::GroupAuthorizationFailed.code()
     );
 

@@ -34,10 +34,9 @@ impl Handler for OffsetDelete {
     ) -> Reply<OffsetDeleteResponse> {
         let mut response = OffsetDeleteResponse::default();
         let group = req.group_id.0.as_str();
-        if !Access::of(&ctx, &call)
-            .await
-            .group(Operation::Delete, group)
-        {
+        // DELETE on the group; READ on each topic whose offsets go (Kafka's rule).
+        let access = Access::of(&ctx, &call).await;
+        if !access.group(Operation::Delete, group) {
             response.error_code = kafka_protocol::ResponseError::GroupAuthorizationFailed.code();
             return Reply::Respond(response);
         }
@@ -49,9 +48,11 @@ impl Handler for OffsetDelete {
             }
         };
         // Negative partition indexes name nothing stored: answered as deleted.
+        let readable = |name: &str| access.topic(Operation::Read, name);
         let wanted: Vec<(String, u32)> = req
             .topics
             .iter()
+            .filter(|t| readable(t.name.0.as_str()))
             .flat_map(|t| {
                 t.partitions.iter().filter_map(|p| {
                     u32::try_from(p.partition_index)
@@ -71,10 +72,14 @@ impl Handler for OffsetDelete {
                 for topic in &req.topics {
                     let mut t = OffsetDeleteResponseTopic::default();
                     t.name = topic.name.clone();
+                    let allowed = readable(topic.name.0.as_str());
                     for p in &topic.partitions {
                         let mut r = OffsetDeleteResponsePartition::default();
                         r.partition_index = p.partition_index;
-                        if p.partition_index >= 0 {
+                        if !allowed {
+                            r.error_code =
+                                kafka_protocol::ResponseError::TopicAuthorizationFailed.code();
+                        } else if p.partition_index >= 0 {
                             r.error_code = outcome.next().map_or(0, |(_, o)| code_of(o));
                         }
                         t.partitions.push(r);
