@@ -8,6 +8,19 @@ py=target/pyenv/bin/python
 [ -x "$py" ] || { echo "run bash tests/run-all.sh first (it installs the Python clients)"; exit 1; }
 mkdir -p target/bench-data
 
+# make_pki: a CA and a server certificate for 127.0.0.1, made with openssl in a fresh
+# directory under target/bench-data; sets $pki (ca.pem, server.pem, server.key).
+make_pki() {
+  pki=$(mktemp -d -p target/bench-data)
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/ca.key" -out "$pki/ca.pem" -days 2 \
+    -subj "/CN=weir bench CA" 2> /dev/null
+  openssl req -newkey rsa:2048 -nodes -keyout "$pki/server.key" -out "$pki/server.csr" \
+    -subj "/CN=127.0.0.1" 2> /dev/null
+  printf "subjectAltName=IP:127.0.0.1" > "$pki/ext"
+  openssl x509 -req -in "$pki/server.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" \
+    -CAcreateserial -out "$pki/server.pem" -days 2 -extfile "$pki/ext" 2> /dev/null
+}
+
 # start_broker PORT [extra serve flags...]: sets $broker_pid and $broker_data.
 start_broker() {
   local port=$1

@@ -18,14 +18,7 @@ PORT=${PORT:-29592}
 TLS_PORT=${TLS_PORT:-29692}
 source benches/broker.sh
 cargo build --release --quiet -p loadgen
-pki=$(mktemp -d -p target/bench-data)
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/ca.key" -out "$pki/ca.pem" -days 2 \
-  -subj "/CN=weir bench CA" 2> /dev/null
-openssl req -newkey rsa:2048 -nodes -keyout "$pki/server.key" -out "$pki/server.csr" \
-  -subj "/CN=127.0.0.1" 2> /dev/null
-printf "subjectAltName=IP:127.0.0.1" > "$pki/ext"
-openssl x509 -req -in "$pki/server.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" \
-  -CAcreateserial -out "$pki/server.pem" -days 2 -extfile "$pki/ext" 2> /dev/null
+make_pki
 results=target/bench-data/tls-ab.jsonl
 : > "$results"
 lg() {  # lg MODE LISTENER LABEL [extra loadgen flags...]

@@ -373,24 +373,17 @@ fn a_client_certificate_is_the_principal_under_mutual_tls() {
     let tls = format!("127.0.0.1:{tls_port}");
     // The plaintext listener (loopback, no certificate: User:ANONYMOUS) administers;
     // TLS clients are who their certificates say.
-    let broker = Broker::start(
-        &dir.path().join("data"),
-        1,
-        &[
-            "--tls-listen",
-            &tls,
-            "--tls-cert",
-            &pki.server_cert.display().to_string(),
-            "--tls-key",
-            &pki.server_key.display().to_string(),
-            "--tls-client-ca",
-            &pki.ca.display().to_string(),
-            "--authorizer",
-            "acl",
-            "--super-users",
-            "User:ANONYMOUS",
-        ],
-    );
+    let mut flags = pki.listener_flags(&tls);
+    flags.extend([
+        "--tls-client-ca".to_string(),
+        pki.ca.display().to_string(),
+        "--authorizer".into(),
+        "acl".into(),
+        "--super-users".into(),
+        "User:ANONYMOUS".into(),
+    ]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let broker = Broker::start(&dir.path().join("data"), 1, &flags);
     let at = broker.bootstrap();
     for topic in ["certs", "others"] {
         weir(&["topics", "--bootstrap", &at, "create", topic]);

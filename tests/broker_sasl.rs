@@ -107,22 +107,18 @@ fn clients_log_in_over_sasl_ssl_with_scram_and_plain() {
     let pki = pki(dir.path(), "sasl");
     let tls_port = free_ports_on(&["127.0.0.1"], 2);
     let tls_bootstrap = format!("127.0.0.1:{tls_port}");
-    let broker = Broker::start(
-        &dir.path().join("data"),
-        2,
-        &[
-            "--tls-listen",
-            &tls_bootstrap,
-            "--tls-cert",
-            &pki.server_cert.display().to_string(),
-            "--tls-key",
-            &pki.server_key.display().to_string(),
+    let mut flags = pki.listener_flags(&tls_bootstrap);
+    flags.extend(
+        [
             "--sasl-mechanisms",
             "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
             "--sasl-user",
             ADMIN,
-        ],
+        ]
+        .map(String::from),
     );
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let broker = Broker::start(&dir.path().join("data"), 2, &flags);
     let ca = pki.ca.display().to_string();
     let (name, password) = ADMIN.split_once(':').expect("admin");
     for (mechanism, topic) in [("SCRAM-SHA-512", "scram512"), ("PLAIN", "plain")] {

@@ -24,15 +24,7 @@ use common::{
 
 fn start(dir: &Path, pki: &Pki, client_ca: bool) -> (Broker, u16) {
     let tls_port = free_ports_on(&["127.0.0.1"], 2);
-    let listen = format!("127.0.0.1:{tls_port}");
-    let mut args = vec![
-        "--tls-listen".to_string(),
-        listen,
-        "--tls-cert".into(),
-        pki.server_cert.display().to_string(),
-        "--tls-key".into(),
-        pki.server_key.display().to_string(),
-    ];
+    let mut args = pki.listener_flags(&format!("127.0.0.1:{tls_port}"));
     if client_ca {
         args.push("--tls-client-ca".into());
         args.push(pki.ca.display().to_string());
@@ -293,18 +285,9 @@ fn a_flood_of_plaintext_connections_leaves_the_tls_listener_serving() {
     let pki = pki(dir.path(), "flood");
     let tls_port = free_ports_on(&["127.0.0.1"], 1);
     let tls_bootstrap = format!("127.0.0.1:{tls_port}");
-    let broker = Broker::start(
-        &dir.path().join("data"),
-        1,
-        &[
-            "--tls-listen",
-            &tls_bootstrap,
-            "--tls-cert",
-            pki.server_cert.to_str().expect("utf-8"),
-            "--tls-key",
-            pki.server_key.to_str().expect("utf-8"),
-        ],
-    );
+    let flags = pki.listener_flags(&tls_bootstrap);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let broker = Broker::start(&dir.path().join("data"), 1, &flags);
     // One at a time, so that every connection finds the accept waiting.
     let out = run_loadgen(
         &[

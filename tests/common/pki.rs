@@ -18,6 +18,21 @@ pub struct Pki {
     pub client_key: PathBuf,
 }
 
+impl Pki {
+    /// `weir serve`'s flags for a TLS listener at `listen` with this server
+    /// certificate.
+    pub fn listener_flags(&self, listen: &str) -> Vec<String> {
+        vec![
+            "--tls-listen".into(),
+            listen.into(),
+            "--tls-cert".into(),
+            self.server_cert.display().to_string(),
+            "--tls-key".into(),
+            self.server_key.display().to_string(),
+        ]
+    }
+}
+
 fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
     let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
