@@ -141,17 +141,33 @@ impl BatchBuilder {
         value_bytes: usize,
         write_value: impl FnOnce(&mut BytesMut),
     ) {
+        self.push_record(timestamp_ms, key, Some(value_bytes), write_value);
+    }
+
+    /// Appends a tombstone: a record of `key` with a null value, which a compacted
+    /// topic keeps for `delete.retention.ms` and then removes with the key.
+    pub fn push_tombstone(&mut self, timestamp_ms: i64, key: &[u8]) {
+        self.push_record(timestamp_ms, Some(key), None, |_| {});
+    }
+
+    fn push_record(
+        &mut self,
+        timestamp_ms: i64,
+        key: Option<&[u8]>,
+        value_bytes: Option<usize>,
+        write_value: impl FnOnce(&mut BytesMut),
+    ) {
         let timestamp_delta = timestamp_ms - self.base_timestamp_ms;
         let offset_delta = i64::from(self.records);
         let key_len = key.map_or(-1, |k| k.len() as i64);
-        let value_len = value_bytes as i64;
+        let value_len = value_bytes.map_or(-1, |n| n as i64);
         let body_bytes = 1
             + varint::len(timestamp_delta)
             + varint::len(offset_delta)
             + varint::len(key_len)
             + key.map_or(0, <[u8]>::len)
             + varint::len(value_len)
-            + value_bytes
+            + value_bytes.unwrap_or(0)
             + varint::len(0);
         varint::put(&mut self.buf, body_bytes as i64);
         self.buf.put_u8(0);
@@ -164,7 +180,11 @@ impl BatchBuilder {
         varint::put(&mut self.buf, value_len);
         let before = self.buf.len();
         write_value(&mut self.buf);
-        debug_assert_eq!(self.buf.len() - before, value_bytes, "value length");
+        debug_assert_eq!(
+            self.buf.len() - before,
+            value_bytes.unwrap_or(0),
+            "value length"
+        );
         varint::put(&mut self.buf, 0);
         self.records += 1;
         self.max_timestamp_ms = self.max_timestamp_ms.max(timestamp_ms);

@@ -4,14 +4,14 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use crate::storage::LogConfig;
+use crate::storage::{CleanupPolicy, LogConfig};
 
 /// A topic's overrides: Kafka config name → value, as given.
 pub type TopicConfigs = BTreeMap<String, String>;
 
 /// The keys a topic may set, each with what it accepts.
 pub const KEYS: &[(&str, &str)] = &[
-    ("cleanup.policy", "delete (compact is not supported yet)"),
+    ("cleanup.policy", "delete, compact or compact,delete"),
     ("retention.ms", "milliseconds, -1 for no limit"),
     ("retention.bytes", "bytes, -1 for no limit"),
     ("segment.bytes", "bytes, at least 1048576"),
@@ -19,14 +19,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("max.message.bytes", "bytes, at least 1"),
     ("min.insync.replicas", "at least 1"),
     ("message.timestamp.type", "CreateTime or LogAppendTime"),
-    (
-        "delete.retention.ms",
-        "milliseconds, at least 0 (stored; for compaction)",
-    ),
-    (
-        "min.compaction.lag.ms",
-        "milliseconds, at least 0 (stored; for compaction)",
-    ),
+    ("delete.retention.ms", "milliseconds, at least 0"),
+    ("min.compaction.lag.ms", "milliseconds, at least 0"),
     ("unclean.leader.election.enable", "true or false"),
 ];
 
@@ -61,7 +55,7 @@ pub fn validate(key: &str, value: &str) -> Result<(), ConfigError> {
         .map(|(_, e)| *e)
         .ok_or_else(|| ConfigError::UnknownKey(key.to_string()))?;
     let ok = match key {
-        "cleanup.policy" => value == "delete",
+        "cleanup.policy" => cleanup_policy(value).is_some(),
         "message.timestamp.type" => value == "CreateTime" || value == "LogAppendTime",
         "unclean.leader.election.enable" => value == "true" || value == "false",
         "retention.ms" | "retention.bytes" => number(value, -1).is_some(),
@@ -85,6 +79,24 @@ pub fn validate_all(configs: &TopicConfigs) -> Result<(), ConfigError> {
     configs.iter().try_for_each(|(k, v)| validate(k, v))
 }
 
+/// Kafka's `cleanup.policy` values: a comma-separated list of `delete` and `compact`.
+fn cleanup_policy(value: &str) -> Option<CleanupPolicy> {
+    let (mut delete, mut compact) = (false, false);
+    for part in value.split(',').map(str::trim) {
+        match part {
+            "delete" => delete = true,
+            "compact" => compact = true,
+            _ => return None,
+        }
+    }
+    match (delete, compact) {
+        (true, false) => Some(CleanupPolicy::Delete),
+        (false, true) => Some(CleanupPolicy::Compact),
+        (true, true) => Some(CleanupPolicy::CompactAndDelete),
+        (false, false) => None,
+    }
+}
+
 fn parsed(configs: &TopicConfigs, key: &str) -> Option<i64> {
     configs.get(key).and_then(|v| v.trim().parse().ok())
 }
@@ -105,7 +117,27 @@ pub fn log_config(base: &LogConfig, configs: &TopicConfigs) -> LogConfig {
     if let Some(n) = parsed(configs, "segment.ms") {
         c.segment_age_max = ms(n);
     }
+    if let Some(policy) = configs
+        .get("cleanup.policy")
+        .and_then(|v| cleanup_policy(v))
+    {
+        c.cleanup = policy;
+    }
+    if let Some(n) = parsed(configs, "delete.retention.ms") {
+        c.delete_retention = Duration::from_millis(n.max(0) as u64);
+    }
+    if let Some(n) = parsed(configs, "min.compaction.lag.ms") {
+        c.min_compaction_lag = Duration::from_millis(n.max(0) as u64);
+    }
     c
+}
+
+/// True when the topic is compacted, so every record it takes must have a key.
+pub fn compacted(configs: &TopicConfigs) -> bool {
+    configs
+        .get("cleanup.policy")
+        .and_then(|v| cleanup_policy(v))
+        .is_some_and(CleanupPolicy::compacts)
 }
 
 /// True when the topic stamps batches with the broker's append time.
@@ -155,10 +187,11 @@ mod tests {
             })
         );
         assert!(validate("segment.bytes", "100").is_err());
-        assert!(
-            validate("cleanup.policy", "compact").is_err(),
-            "not built yet"
-        );
+        assert!(validate("cleanup.policy", "compact").is_ok());
+        assert!(validate("cleanup.policy", "compact,delete").is_ok());
+        assert!(validate("cleanup.policy", "delete, compact").is_ok());
+        assert!(validate("cleanup.policy", "compacted").is_err());
+        assert!(validate("cleanup.policy", "").is_err());
         assert!(validate("message.timestamp.type", "LogAppendTime").is_ok());
         assert!(validate("message.timestamp.type", "Now").is_err());
         assert!(validate("unclean.leader.election.enable", "true").is_ok());

@@ -243,7 +243,7 @@ async fn take(
     }
     match part.records.take().filter(|r| !r.is_empty()) {
         Some(records) => {
-            let payload = ProducePayload::validate(records, usize::MAX)?;
+            let payload = ProducePayload::validate_stored(records, usize::MAX)?;
             let appended = log.append_replica(&payload).await?;
             let journal = (key.0 == OFFSETS_TOPIC).then_some(payload);
             Ok(Some(Appending {

@@ -2,6 +2,7 @@
 //! each with its own storage, partitions and listener. Shards share nothing on the
 //! data path; the topic registry is the only state they all read.
 
+pub mod compactor;
 pub mod context;
 mod metrics_publisher;
 mod sasl_users;
@@ -328,6 +329,7 @@ fn serve(
                 .await
                 .map_err(|source| BrokerError::Storage { shard, source })?;
                 glommio::spawn_local(metrics_publisher::run(Rc::downgrade(&ctx))).detach();
+                glommio::spawn_local(compactor::run(Rc::downgrade(&ctx))).detach();
                 if shard == 0 {
                     glommio::spawn_local(sweep_strays(Rc::downgrade(&ctx))).detach();
                     if ctx.config.sasl.is_some() {

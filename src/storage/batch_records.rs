@@ -1,6 +1,7 @@
 //! Reading the records inside one stored batch, for the few answers that need a record
-//! rather than a batch: the exact offset of a timestamp (ListOffsets). The data path
-//! never does this — batches are stored and served as sent.
+//! rather than a batch: the exact offset of a timestamp (ListOffsets), the keys
+//! compaction keeps and a compacted topic requires. The fetch path never does this —
+//! batches are stored and served as sent.
 //!
 //! Compressed batches are decompressed with pure-Rust decoders for the codecs Kafka
 //! defines (attributes bits 0–2): gzip, snappy (raw, or in the xerial framing Kafka's
@@ -32,6 +33,14 @@ pub enum RecordsError {
         /// The codec.
         codec: &'static str,
         /// The decoder's reason.
+        reason: String,
+    },
+    /// The records did not compress again (compaction).
+    #[error("{codec} records do not compress: {reason}")]
+    Compress {
+        /// The codec.
+        codec: &'static str,
+        /// The encoder's reason.
         reason: String,
     },
     /// The records decompress to more than [`DECOMPRESSED_BYTES_MAX`].
@@ -87,6 +96,84 @@ pub fn record_values(batch: &RecordBatch<'_>) -> Result<Vec<Option<Vec<u8>>>, Re
         let value = record.get(..value_length as usize).ok_or_else(bad)?;
         Ok(Some(value.to_vec()))
     })
+}
+
+/// Where one record lies in a batch's (decompressed) records section, and what
+/// compaction needs to know of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordSpan {
+    /// The record's whole bytes, length prefix included.
+    pub bytes: std::ops::Range<usize>,
+    /// Its key's bytes; `None` for a null key.
+    pub key: Option<std::ops::Range<usize>>,
+    /// True for a null value: a tombstone.
+    pub tombstone: bool,
+    /// Offset relative to the batch's base offset.
+    pub offset_delta: u32,
+    /// Its timestamp (as [`RecordTime::timestamp`]).
+    pub timestamp: i64,
+}
+
+/// A batch's records section, decompressed, with every record's span in it.
+#[derive(Debug)]
+pub struct Records<'a> {
+    /// The records section, decompressed when the batch is compressed.
+    pub body: Cow<'a, [u8]>,
+    /// Every record, in order.
+    pub spans: Vec<RecordSpan>,
+}
+
+impl Records<'_> {
+    /// The key of `span`, if it has one.
+    pub fn key(&self, span: &RecordSpan) -> Option<&[u8]> {
+        span.key.clone().map(|k| &self.body[k])
+    }
+}
+
+/// Every record of the batch with its key, value kind, offset and time (for
+/// compaction and for checking that a compacted topic's records have keys).
+pub fn records<'a>(batch: &RecordBatch<'a>) -> Result<Records<'a>, RecordsError> {
+    let body = decompressed(batch)?;
+    let append_time = batch.attributes() & ATTRIBUTE_LOG_APPEND_TIME != 0;
+    let mut spans = Vec::with_capacity(batch.record_count() as usize);
+    let mut at = 0usize;
+    for i in 0..batch.record_count() {
+        let bad = || RecordsError::Malformed(i);
+        let mut rest = body.get(at..).ok_or_else(bad)?;
+        let before = rest.len();
+        let length = usize::try_from(varint::get(&mut rest).ok_or_else(bad)?).map_err(|_| bad())?;
+        let start = at + (before - rest.len());
+        let end = start
+            .checked_add(length)
+            .filter(|e| *e <= body.len())
+            .ok_or_else(bad)?;
+        let mut record = body.get(start + 1..end).ok_or_else(bad)?; // after attributes
+        let timestamp_delta = varint::get(&mut record).ok_or_else(bad)?;
+        let offset_delta = varint::get(&mut record).ok_or_else(bad)?;
+        let key_length = varint::get(&mut record).ok_or_else(bad)?;
+        let key = if key_length < 0 {
+            None
+        } else {
+            let from = end - record.len();
+            let key_end = from + usize::try_from(key_length).map_err(|_| bad())?;
+            record = body.get(key_end..end).ok_or_else(bad)?;
+            Some(from..key_end)
+        };
+        let value_length = varint::get(&mut record).ok_or_else(bad)?;
+        spans.push(RecordSpan {
+            bytes: at..end,
+            key,
+            tombstone: value_length < 0,
+            offset_delta: u32::try_from(offset_delta).map_err(|_| bad())?,
+            timestamp: if append_time {
+                batch.max_timestamp()
+            } else {
+                batch.base_timestamp().saturating_add(timestamp_delta)
+            },
+        });
+        at = end;
+    }
+    Ok(Records { body, spans })
 }
 
 /// What `read` makes of each record of the batch, in order; `read` gets the record's

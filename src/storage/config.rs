@@ -49,6 +49,43 @@ pub struct LogConfig {
     pub write_chunk_bytes_max: usize,
     /// How segment files grow.
     pub growth: FileGrowth,
+    /// What happens to old data (`cleanup.policy`).
+    pub cleanup: CleanupPolicy,
+    /// How long compaction keeps a tombstone (a record with a null value) once it is
+    /// the newest record of its key (`delete.retention.ms`).
+    pub delete_retention: Duration,
+    /// Records newer than this are not compacted (`min.compaction.lag.ms`).
+    pub min_compaction_lag: Duration,
+}
+
+/// Kafka's `cleanup.policy`: which of retention and compaction remove old records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CleanupPolicy {
+    /// Retention deletes whole segments by age and size (`delete`, the default).
+    Delete,
+    /// Compaction keeps the newest record of each key; retention deletes nothing
+    /// (`compact`).
+    Compact,
+    /// Both (`compact,delete`).
+    CompactAndDelete,
+}
+
+impl CleanupPolicy {
+    /// True when retention deletes segments.
+    pub fn deletes(self) -> bool {
+        matches!(
+            self,
+            CleanupPolicy::Delete | CleanupPolicy::CompactAndDelete
+        )
+    }
+
+    /// True when compaction runs.
+    pub fn compacts(self) -> bool {
+        matches!(
+            self,
+            CleanupPolicy::Compact | CleanupPolicy::CompactAndDelete
+        )
+    }
 }
 
 impl Default for LogConfig {
@@ -71,6 +108,10 @@ impl Default for LogConfig {
             growth: FileGrowth::ZeroFill {
                 step_bytes: 2 << 20,
             },
+            cleanup: CleanupPolicy::Delete,
+            // Kafka's defaults: a day, and no lag.
+            delete_retention: Duration::from_secs(24 * 3600),
+            min_compaction_lag: Duration::ZERO,
         }
     }
 }

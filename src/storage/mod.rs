@@ -21,6 +21,7 @@
 //! layouts). See the README for the format.
 
 pub mod batch_cache;
+pub mod batch_compaction;
 pub mod batch_records;
 pub mod clock;
 pub mod config;
@@ -44,7 +45,7 @@ pub mod zero_fill;
 pub(crate) mod test_support;
 
 pub use clock::Clock;
-pub use config::{FileGrowth, FlushConfig, FlushMode, LogConfig};
+pub use config::{CleanupPolicy, FileGrowth, FlushConfig, FlushMode, LogConfig};
 pub use error::{FenceReason, Result, StorageError};
 pub use partition_log::{
     Appended, LogOffsets, LogRead, PartitionLog, TimestampOffset, TimestampQuery,

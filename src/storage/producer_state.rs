@@ -163,6 +163,14 @@ impl ProducerStates {
         entry.batches.push_back(batch);
     }
 
+    /// True when the batch of `producer_id` ending at `last_offset` is one the table
+    /// remembers (to answer a retry or continue the sequence): compaction keeps it.
+    pub fn remembers(&self, producer_id: i64, last_offset: Offset) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.batches.iter().any(|b| b.last_offset == last_offset))
+    }
+
     /// Number of producers known.
     pub fn len(&self) -> usize {
         self.producers.len()

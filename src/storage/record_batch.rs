@@ -183,6 +183,17 @@ impl<'a> RecordBatch<'a> {
         Ok((RecordBatch { bytes: batch }, rest))
     }
 
+    /// As [`validate`](Self::validate), for a batch as a log stores it (see
+    /// [`check_stored`]): a compacted batch may hold fewer records than offsets.
+    pub fn validate_stored(
+        bytes: &'a [u8],
+        max_bytes: usize,
+    ) -> Result<(RecordBatch<'a>, &'a [u8]), BatchError> {
+        let size = check_stored(bytes, max_bytes)?;
+        let (batch, rest) = bytes.split_at(size);
+        Ok((RecordBatch { bytes: batch }, rest))
+    }
+
     /// The stored bytes of the batch, header included.
     pub fn as_bytes(&self) -> &'a [u8] {
         self.bytes
@@ -198,7 +209,13 @@ impl<'a> RecordBatch<'a> {
         false
     }
 
-    /// Number of records (`lastOffsetDelta + 1`, which validation tied to `recordCount`).
+    /// Offsets the batch spans, `lastOffsetDelta + 1`: its record count for a batch as
+    /// produced, more when compaction removed records.
+    pub fn offset_count(&self) -> u64 {
+        self.last_offset_delta() as u64 + 1
+    }
+
+    /// `recordCount`: records in the batch (at most [`offset_count`](Self::offset_count)).
     pub fn record_count(&self) -> u32 {
         be_i32(self.bytes, RECORD_COUNT_AT) as u32
     }
@@ -270,6 +287,26 @@ impl<'a> RecordBatch<'a> {
 /// Runs every check of [`RecordBatch::validate`] on the batch at the start of `bytes`
 /// and returns its size. For callers that hold plain slices (recovery scans).
 pub fn check(bytes: &[u8], max_bytes: usize) -> Result<usize, BatchError> {
+    check_as(bytes, max_bytes, Form::Produced)
+}
+
+/// As [`check`], for a batch as a log may store it once compacted: its records may be
+/// fewer than its offsets (`0 <= recordCount <= lastOffsetDelta + 1`), since compaction
+/// drops records but keeps the batch's offset range, as Kafka does.
+pub fn check_stored(bytes: &[u8], max_bytes: usize) -> Result<usize, BatchError> {
+    check_as(bytes, max_bytes, Form::Stored)
+}
+
+/// Which record counts a batch may declare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// As a producer sends it: one record per offset.
+    Produced,
+    /// As a log stores it: compaction may have removed records.
+    Stored,
+}
+
+fn check_as(bytes: &[u8], max_bytes: usize, form: Form) -> Result<usize, BatchError> {
     let available = bytes.len();
     if available < HEADER_BYTES {
         return Err(BatchError::TruncatedHeader { available });
@@ -296,11 +333,20 @@ pub fn check(bytes: &[u8], max_bytes: usize) -> Result<usize, BatchError> {
         return Err(BatchError::UnsupportedMagic(magic));
     }
     let record_count = be_i32(bytes, RECORD_COUNT_AT);
-    if record_count <= 0 {
+    let least = match form {
+        Form::Produced => 1,
+        Form::Stored => 0,
+    };
+    if record_count < least {
         return Err(BatchError::InvalidRecordCount(record_count));
     }
     let last_offset_delta = be_i32(bytes, LAST_OFFSET_DELTA_AT);
-    if i64::from(last_offset_delta) + 1 != i64::from(record_count) {
+    let offsets = i64::from(last_offset_delta) + 1;
+    let fits = match form {
+        Form::Produced => offsets == i64::from(record_count),
+        Form::Stored => last_offset_delta >= 0 && offsets >= i64::from(record_count),
+    };
+    if !fits {
         return Err(BatchError::OffsetDeltaMismatch {
             last_offset_delta,
             record_count,
@@ -327,18 +373,40 @@ pub struct ProducePayload {
     bytes: Bytes,
     batch_count: usize,
     record_count: u64,
+    offset_count: u64,
 }
 
 impl ProducePayload {
     /// Validates every batch in `payload` (batches laid back to back, as in a produce
     /// request's `records` field), each at most `max_batch_bytes`.
     pub fn validate(payload: Bytes, max_batch_bytes: usize) -> Result<ProducePayload, BatchError> {
+        Self::validate_as(payload, max_batch_bytes, Form::Produced)
+    }
+
+    /// As [`validate`](Self::validate), for batches a log stored (a leader's, fetched by
+    /// its follower): compacted batches may hold fewer records than offsets.
+    pub fn validate_stored(
+        payload: Bytes,
+        max_batch_bytes: usize,
+    ) -> Result<ProducePayload, BatchError> {
+        Self::validate_as(payload, max_batch_bytes, Form::Stored)
+    }
+
+    fn validate_as(
+        payload: Bytes,
+        max_batch_bytes: usize,
+        form: Form,
+    ) -> Result<ProducePayload, BatchError> {
         let mut rest: &[u8] = &payload;
         let mut batch_count = 0;
         let mut record_count = 0;
+        let mut offset_count = 0;
         while !rest.is_empty() {
-            let (batch, tail) = RecordBatch::validate(rest, max_batch_bytes)?;
+            let size = check_as(rest, max_batch_bytes, form)?;
+            let (bytes, tail) = rest.split_at(size);
+            let batch = RecordBatch { bytes };
             record_count += u64::from(batch.record_count());
+            offset_count += batch.offset_count();
             batch_count += 1;
             rest = tail;
         }
@@ -349,6 +417,7 @@ impl ProducePayload {
             bytes: payload,
             batch_count,
             record_count,
+            offset_count,
         })
     }
 
@@ -374,6 +443,7 @@ impl ProducePayload {
             bytes: Bytes::from(out),
             batch_count: self.batch_count,
             record_count: self.record_count,
+            offset_count: self.offset_count,
         }
     }
 
@@ -400,6 +470,12 @@ impl ProducePayload {
     /// Records across all batches; the number of offsets the append will assign.
     pub fn record_count(&self) -> u64 {
         self.record_count
+    }
+
+    /// Offsets the batches span: their record count, unless compaction removed records
+    /// from a stored batch (see [`ProducePayload::validate_stored`]).
+    pub fn offset_count(&self) -> u64 {
+        self.offset_count
     }
 
     /// Bytes across all batches.

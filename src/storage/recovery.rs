@@ -90,7 +90,7 @@ async fn read_optional(path: &Path) -> Result<Option<Bytes>> {
 }
 
 /// Replaces a file's content with `bytes`, exactly, durably.
-async fn rewrite(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) async fn rewrite(path: &Path, bytes: &[u8]) -> Result<()> {
     let file = open_dma(path).await?;
     file.truncate(0)
         .await
@@ -205,7 +205,7 @@ async fn replay(
             r.stop = Some("short read".into());
             break;
         };
-        if let Err(e) = record_batch::check(bytes, STORED_BATCH_BYTES_MAX) {
+        if let Err(e) = record_batch::check_stored(bytes, STORED_BATCH_BYTES_MAX) {
             r.stop = Some(e.to_string());
             break;
         }

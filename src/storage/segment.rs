@@ -247,7 +247,7 @@ impl Segment {
             .as_mut()
             .filter(|_| !self.sealing)
             .expect("append to the active segment only");
-        let last_offset = Offset(base_offset.0 + u64::from(batch.record_count()) - 1);
+        let last_offset = Offset(base_offset.0 + batch.offset_count() - 1);
         writer.log.append(&[
             &batch.rewritten_prefix(base_offset, leader_epoch),
             batch.unchanged_suffix(),

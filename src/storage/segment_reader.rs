@@ -151,7 +151,7 @@ impl SegmentReader {
                 break;
             }
             if fetched.from_disk {
-                record_batch::check(&bytes[end..end + h.total_bytes], usize::MAX)
+                record_batch::check_stored(&bytes[end..end + h.total_bytes], usize::MAX)
                     .map_err(|e| self.corrupt(first.0 + end as u64, e.to_string()))?;
             }
             end += h.total_bytes;

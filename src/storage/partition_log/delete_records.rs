@@ -64,6 +64,7 @@ impl PartitionLog {
     pub async fn delete_records(&self, before: Offset) -> Result<Offset> {
         let shared = &self.shared;
         let _permit = self.lock_appends().await?;
+        let _maintenance = self.lock_maintenance().await?;
         {
             let st = shared.state.borrow();
             self.refuse(&st)?;

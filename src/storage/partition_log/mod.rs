@@ -43,6 +43,9 @@ use super::{
     Offset, Result, StorageError,
 };
 
+mod compaction;
+#[cfg(test)]
+mod compaction_tests;
 mod delete_records;
 mod durable;
 mod flush_target;
@@ -55,6 +58,7 @@ mod retention;
 mod tests;
 mod timestamp_lookup;
 
+pub use compaction::{CompactionReport, Pace, CLEANED_SUFFIX};
 pub use delete_records::LOG_START_FILE;
 pub use durable::{Durable, Wait};
 pub use leader_epochs::{EpochEnd, LeaderEpochs};
@@ -115,6 +119,10 @@ struct LogState {
     closed: bool,
     /// Appends waiting for `durable_end` or the high watermark, by target offset.
     waiters: VecDeque<(Offset, Waker)>,
+    /// Sealed segments below this offset were compacted by a pass since the log opened.
+    cleaned_to: Offset,
+    /// When the oldest tombstone compaction kept is due to go, if any.
+    tombstones_due: Option<i64>,
 }
 
 impl LogState {
@@ -143,6 +151,9 @@ struct LogShared {
     env: LogEnv,
     state: RefCell<LogState>,
     append_lock: Semaphore,
+    /// Held while segment files are swapped or deleted (compaction, retention,
+    /// DeleteRecords, close), so no two of them touch one segment's files at once.
+    maintenance: Semaphore,
     queued: Cell<bool>,
 }
 
@@ -205,6 +216,7 @@ impl PartitionLog {
         for base in doomed {
             Segment::delete_files(SegmentPaths::new(dir, base)).await?;
         }
+        compaction::remove_leftovers(dir).await?;
         match segments.back_mut() {
             Some(active) => {
                 active.activate(&config, &env.zero_fill).await?;
@@ -241,8 +253,11 @@ impl PartitionLog {
                 fenced: None,
                 closed: false,
                 waiters: VecDeque::new(),
+                cleaned_to: Offset(0),
+                tombstones_due: None,
             }),
             append_lock: Semaphore::new(1),
+            maintenance: Semaphore::new(1),
             queued: Cell::new(false),
         });
         let log = PartitionLog { shared };
@@ -321,7 +336,7 @@ impl PartitionLog {
     async fn append_as(&self, payload: &ProducePayload, stamp: Stamp) -> Result<Appended> {
         let shared = &self.shared;
         let _permit = self.lock_appends().await?;
-        let count = payload.record_count();
+        let count = payload.offset_count();
         let roll = {
             let st = shared.state.borrow();
             self.refuse(&st)?;
@@ -395,7 +410,7 @@ impl PartitionLog {
                 }
             }
             active.append(&batch, next, epoch);
-            let last = Offset(next.0 + u64::from(batch.record_count()) - 1);
+            let last = Offset(next.0 + batch.offset_count() - 1);
             if batch.producer_id() >= 0 {
                 producers.record(
                     batch.producer_id(),
@@ -458,6 +473,15 @@ impl PartitionLog {
     async fn lock_appends(&self) -> Result<glommio::sync::Permit<'_>> {
         self.shared
             .append_lock
+            .acquire_permit(1)
+            .await
+            .map_err(|_| StorageError::Closed(self.shared.dir.clone()))
+    }
+
+    /// Serialises work that swaps or deletes segment files (see `LogShared::maintenance`).
+    async fn lock_maintenance(&self) -> Result<glommio::sync::Permit<'_>> {
+        self.shared
+            .maintenance
             .acquire_permit(1)
             .await
             .map_err(|_| StorageError::Closed(self.shared.dir.clone()))
@@ -580,6 +604,7 @@ impl PartitionLog {
     pub async fn close(&self) -> Result<()> {
         let shared = &self.shared;
         let _permit = self.lock_appends().await?;
+        let _maintenance = self.lock_maintenance().await?;
         let flushed = {
             let st = shared.state.borrow();
             self.durable(&st, st.log_end).waiting_for(Wait::Local)

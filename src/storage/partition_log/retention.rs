@@ -12,11 +12,16 @@ impl PartitionLog {
     /// Deletes whole sealed segments from the start of the log that are past
     /// `retention_age_max` (by their largest timestamp, or their creation time when
     /// they hold none) or that keep the log above `retention_bytes_max`. The active
-    /// segment is never deleted. Returns how many segments were deleted.
+    /// segment is never deleted, nor anything of a log whose cleanup policy is compact
+    /// only. Returns how many segments were deleted.
     pub async fn enforce_retention(&self) -> Result<usize> {
         let shared = &self.shared;
         let now = shared.env.clock.now_ms();
         let config = shared.config.borrow().clone();
+        if !config.cleanup.deletes() {
+            return Ok(0);
+        }
+        let _maintenance = self.lock_maintenance().await?;
         let doomed: Vec<(SegmentPaths, SegmentKey)> = {
             let mut st = shared.state.borrow_mut();
             let mut total: u64 = st.segments.iter().map(Segment::size).sum();

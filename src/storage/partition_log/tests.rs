@@ -11,7 +11,7 @@ use crate::storage::{
 use weir_client::record_batch::build_batch;
 
 /// Shard storage in `dir` that flushes as soon as it can.
-async fn start_storage(dir: &Path) -> ShardStorage {
+pub(super) async fn start_storage(dir: &Path) -> ShardStorage {
     ShardStorage::start(
         ShardStorageConfig {
             data_dir: dir.to_path_buf(),

@@ -1,0 +1,276 @@
+//! Compaction on real files: what a pass keeps, that offsets never move, that a
+//! reopened log reads the same, and that a pass stopped at any file-system step (as a
+//! crash would stop it) leaves a log that reads whole.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use weir_client::record_batch::{BatchBuilder, Producer};
+
+use super::{tests::start_storage, *};
+use crate::storage::{
+    batch_records::records,
+    config::CleanupPolicy,
+    failpoint,
+    record_batch::RecordBatch,
+    test_support::{run, test_dir},
+    ShardStorage,
+};
+
+/// A record as read back: offset → (key, value; `None` for a tombstone).
+type Contents = BTreeMap<u64, (Option<Vec<u8>>, Option<Vec<u8>>)>;
+
+fn config(delete_retention: Duration) -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        cleanup: CleanupPolicy::Compact,
+        delete_retention,
+        ..LogConfig::default()
+    }
+}
+
+async fn open(storage: &ShardStorage, dir: &Path, config: LogConfig) -> PartitionLog {
+    storage
+        .open_log(&dir.join("t-0"), config)
+        .await
+        .expect("open")
+        .0
+}
+
+fn payload(bytes: Bytes) -> ProducePayload {
+    ProducePayload::validate(bytes, 1 << 20).expect("valid")
+}
+
+/// 8 versions of 30 keys in batches of 6, then tombstones for keys 0–3, keyless
+/// records, and one large record that rolls every earlier segment into sealed ones.
+async fn write(log: &PartitionLog, now: i64) {
+    let mut version = 0;
+    for round in 0..8 {
+        for chunk in 0..5 {
+            let mut b = BatchBuilder::new(1024, now);
+            for k in chunk * 6..chunk * 6 + 6 {
+                b.push(
+                    now,
+                    Some(format!("key-{k}").as_bytes()),
+                    format!("v{round}-{version}").as_bytes(),
+                );
+                version += 1;
+            }
+            durable(log, payload(b.finish())).await;
+        }
+    }
+    let mut b = BatchBuilder::new(1024, now);
+    for k in 0..4 {
+        b.push_tombstone(now, format!("key-{k}").as_bytes());
+    }
+    b.push(now, None, b"keyless");
+    durable(log, payload(b.finish())).await;
+    let mut b = BatchBuilder::new(8192, now);
+    b.push(now, Some(b"roll"), &[7u8; 4000]);
+    durable(log, payload(b.finish())).await;
+}
+
+async fn durable(log: &PartitionLog, p: ProducePayload) {
+    log.append(&p, 0)
+        .await
+        .expect("append")
+        .durable
+        .await
+        .expect("durable");
+}
+
+/// Every record of the log, checking on the way that batches follow each other densely.
+async fn contents(log: &PartitionLog) -> Contents {
+    let mut out = Contents::new();
+    let mut next = log.log_start_offset().0;
+    let end = log.high_watermark().0;
+    while next < end {
+        let read = log.read(Offset(next), 1 << 20).await.expect("read");
+        let mut rest: &[u8] = &read.records;
+        while !rest.is_empty() {
+            let (batch, tail) = RecordBatch::validate_stored(rest, 1 << 20).expect("stored batch");
+            assert!(
+                batch.base_offset() as u64 <= next,
+                "dense: batch at {} after {next}",
+                batch.base_offset()
+            );
+            let recs = records(&batch).expect("records");
+            for span in &recs.spans {
+                let offset = batch.base_offset() as u64 + u64::from(span.offset_delta);
+                let key = recs.key(span).map(<[u8]>::to_vec);
+                let value = (!span.tombstone).then(|| recs.body[span.bytes.clone()].to_vec());
+                if offset >= next {
+                    out.insert(offset, (key, value));
+                }
+            }
+            next = next.max(batch.base_offset() as u64 + batch.offset_count());
+            rest = tail;
+        }
+    }
+    out
+}
+
+/// The newest record of each key in `before` below `sealed_end`, every record at or
+/// past it, and tombstones only when `tombstones`.
+fn expected(before: &Contents, sealed_end: u64, tombstones: bool) -> Contents {
+    let mut newest: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+    for (offset, (key, _)) in before.range(..sealed_end) {
+        if let Some(k) = key {
+            newest.insert(k.clone(), *offset);
+        }
+    }
+    before
+        .iter()
+        .filter(|(offset, (key, value))| {
+            **offset >= sealed_end
+                || key.as_ref().is_some_and(|k| newest[k] == **offset)
+                    && (value.is_some() || tombstones)
+        })
+        .map(|(o, r)| (*o, r.clone()))
+        .collect()
+}
+
+fn sealed_end(log: &PartitionLog) -> u64 {
+    let st = log.shared.state.borrow();
+    st.segments.back().expect("active").base().0
+}
+
+async fn settle(log: &PartitionLog) {
+    // Sealing runs after the round that made the data durable.
+    for _ in 0..100 {
+        if log.compaction_due() {
+            return;
+        }
+        glommio::timer::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no segment sealed");
+}
+
+#[test]
+fn a_pass_keeps_the_newest_record_of_each_key_at_its_offset() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let log = open(&storage, dir.path(), config(Duration::from_secs(3600))).await;
+        let now = storage.clock().now_ms();
+        write(&log, now).await;
+        settle(&log).await;
+        let before = contents(&log).await;
+        let sealed = sealed_end(&log);
+        let report = log.compact(&mut Pace::new(0)).await.expect("compact");
+        assert!(
+            report.segments_rewritten > 0 && report.bytes_after < report.bytes_before,
+            "{report:?}"
+        );
+        let after = contents(&log).await;
+        assert_eq!(after, expected(&before, sealed, true));
+        assert_eq!(
+            log.offsets().log_end.0,
+            before.keys().last().unwrap() + 1,
+            "offsets kept"
+        );
+        assert!(!log.compaction_due(), "nothing new to do");
+        let again = log.compact(&mut Pace::new(0)).await.expect("again");
+        assert_eq!(
+            again.segments_rewritten, 0,
+            "a second pass finds nothing: {again:?}"
+        );
+        log.close().await.expect("close");
+        let reopened = open(&storage, dir.path(), config(Duration::from_secs(3600))).await;
+        assert_eq!(
+            contents(&reopened).await,
+            after,
+            "recovery reads compacted segments"
+        );
+        reopened.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+#[test]
+fn tombstones_and_keyless_records_go_but_a_producers_last_batch_stays() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let log = open(&storage, dir.path(), config(Duration::ZERO)).await;
+        let now = storage.clock().now_ms() - 1;
+        let producer = Producer {
+            id: 9,
+            epoch: 0,
+            base_sequence: 0,
+        };
+        let mut b = BatchBuilder::new(1024, now).producer(producer);
+        b.push(now, Some(b"key-0"), b"idempotent");
+        let idempotent = b.finish();
+        durable(&log, payload(idempotent.clone())).await;
+        write(&log, now).await;
+        settle(&log).await;
+        let before = contents(&log).await;
+        let sealed = sealed_end(&log);
+        log.compact(&mut Pace::new(0)).await.expect("compact");
+        assert_eq!(contents(&log).await, expected(&before, sealed, false));
+        log.close().await.expect("close");
+        let reopened = open(&storage, dir.path(), config(Duration::ZERO)).await;
+        let retry = reopened
+            .append(&payload(idempotent), 0)
+            .await
+            .expect("retry");
+        assert_eq!(
+            retry.base_offset,
+            Offset(0),
+            "the producer's emptied batch still answers its retry"
+        );
+        reopened.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+#[test]
+fn a_pass_stopped_at_any_step_leaves_a_whole_log() {
+    for step in [
+        "compaction remove indexes",
+        "compaction rename log",
+        "compaction rename indexes",
+    ] {
+        let dir = test_dir();
+        run(async move {
+            let storage = start_storage(dir.path()).await;
+            let log = open(&storage, dir.path(), config(Duration::from_secs(3600))).await;
+            write(&log, storage.clock().now_ms()).await;
+            settle(&log).await;
+            let before = contents(&log).await;
+            let compacted = expected(&before, sealed_end(&log), true);
+            failpoint::arm(step, libc::EIO);
+            log.compact(&mut Pace::new(0)).await.expect_err(step);
+            log.close().await.expect("close");
+            let reopened = open(&storage, dir.path(), config(Duration::from_secs(3600))).await;
+            let now = contents(&reopened).await;
+            let first = compacted.keys().next().copied().unwrap_or(0);
+            assert!(
+                now == before || now.range(first..).eq(compacted.range(first..)) || {
+                    // Segments before the stopped one were swapped, the rest were not.
+                    now.iter().all(|(o, r)| before.get(o) == Some(r))
+                        && compacted.iter().all(|(o, r)| now.get(o) == Some(r))
+                },
+                "{step}: the log reads as before or after compaction, segment by segment"
+            );
+            let leftovers = std::fs::read_dir(dir.path().join("t-0"))
+                .expect("list")
+                .filter(|e| {
+                    e.as_ref()
+                        .expect("entry")
+                        .path()
+                        .to_string_lossy()
+                        .ends_with(CLEANED_SUFFIX)
+                })
+                .count();
+            assert_eq!(leftovers, 0, "{step}: open removes what the pass left");
+            reopened
+                .compact(&mut Pace::new(0))
+                .await
+                .expect("a later pass finishes");
+            assert_eq!(contents(&reopened).await, compacted, "{step}");
+            reopened.close().await.expect("close");
+            storage.shutdown().await;
+        });
+    }
+}
