@@ -251,3 +251,21 @@ fn twenty_kill_9s_under_a_producer_and_a_consumer_group_lose_nothing_acknowledge
         ],
     );
 }
+
+#[test]
+fn a_compacted_topic_keeps_the_newest_record_of_each_key_through_a_crash() {
+    let dir = scratch_dir();
+    let mut broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    let state = dir.path().join("compaction.json");
+    let args = |b: &Broker, phase: &str| {
+        [
+            b.bootstrap(),
+            "compacted".into(),
+            phase.into(),
+            state.display().to_string(),
+        ]
+    };
+    run_script("compaction.py", &broker, &args(&broker, "produce"));
+    broker.crash_and_restart();
+    run_script("compaction.py", &broker, &args(&broker, "check"));
+}

@@ -22,6 +22,7 @@ use crate::{
     security::acl::Operation,
     shard::context::ShardContext,
     storage::{
+        batch_records,
         partition_log::{Durable, Wait},
         Offset, ProducePayload,
     },
@@ -75,6 +76,11 @@ async fn append_one(
         Ok(p) => p,
         Err(e) => return Pending::Failed(e.kafka_error(), Some(e.to_string())),
     };
+    if rules.keys_required {
+        if let Some(refusal) = keyless(&payload) {
+            return Pending::Failed(ResponseError::InvalidRecord, Some(refusal));
+        }
+    }
     if rules.log_append_time {
         // The broker's time goes into each batch, as Kafka does.
         let now_ms = std::time::SystemTime::now()
@@ -99,6 +105,18 @@ async fn append_one(
         },
         Err(e) => Pending::Failed(e.kafka_error(), Some(e.to_string())),
     }
+}
+
+/// Why a compacted topic refuses `payload`, if it does: a record without a key (Kafka's
+/// INVALID_RECORD), or records that cannot be read to tell.
+fn keyless(payload: &ProducePayload) -> Option<String> {
+    payload
+        .batches()
+        .find_map(|batch| match batch_records::records(&batch) {
+            Ok(r) if r.spans.iter().all(|s| s.key.is_some()) => None,
+            Ok(_) => Some("a compacted topic cannot take a record without a key".into()),
+            Err(e) => Some(format!("records cannot be read: {e}")),
+        })
 }
 
 /// True while this shard leads the partition with at least `min.insync.replicas` in

@@ -52,6 +52,8 @@ pub struct ProduceRules {
     pub message_max_bytes: usize,
     /// Batches are stamped with the broker's time (`message.timestamp.type=LogAppendTime`).
     pub log_append_time: bool,
+    /// Every record needs a key: the topic is compacted.
+    pub keys_required: bool,
 }
 
 /// A topic as the data path needs it: its id, partition count, replicas and leaders,
@@ -63,6 +65,7 @@ struct TopicShape {
     states: Rc<[PartitionState]>,
     message_max_bytes: usize,
     log_append_time: bool,
+    keys_required: bool,
     min_insync: usize,
 }
 
@@ -281,10 +284,12 @@ impl ShardContext {
             ProduceRules {
                 message_max_bytes: self.config.message_max_bytes,
                 log_append_time: false,
+                keys_required: false,
             },
             |t| ProduceRules {
                 message_max_bytes: t.message_max_bytes,
                 log_append_time: t.log_append_time,
+                keys_required: t.keys_required,
             },
         )
     }
@@ -383,6 +388,7 @@ impl ShardContext {
                         &t.configs,
                     ),
                     log_append_time: topic_config::log_append_time(&t.configs),
+                    keys_required: topic_config::compacted(&t.configs),
                     min_insync: topic_config::min_insync_replicas(
                         &t.configs,
                         t.replication_factor(),
