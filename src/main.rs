@@ -194,6 +194,9 @@ enum TopicsCommand {
         /// Replicas per partition, each on its own host. [default: the broker's]
         #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
         replication_factor: i16,
+        /// A topic config, key=value (repeatable), e.g. cleanup.policy=compact.
+        #[arg(long = "config")]
+        configs: Vec<String>,
     },
     /// Show each partition's leader (shard), log start offset and high watermark.
     Describe {
@@ -468,7 +471,8 @@ fn main() -> anyhow::Result<()> {
                     name,
                     partitions,
                     replication_factor,
-                } => a.topics_create(&name, partitions, replication_factor),
+                    configs,
+                } => a.topics_create(&name, partitions, replication_factor, &configs),
                 TopicsCommand::Describe { name } => a.topics_describe(&name),
                 TopicsCommand::Delete { name } => a.topics_delete(&name),
                 TopicsCommand::AlterConfig { name, set, delete } => {

@@ -255,6 +255,33 @@ fn topic_configs_are_checked_stored_applied_and_kept_across_a_restart() {
     assert_eq!(code, ResponseError::InvalidConfig.code());
     assert!(message.unwrap_or_default().contains("retention.ms"));
     assert_eq!(create(vec![("segment.bytes", "1048576")]).0, 0);
+    let (ok, out) = weir(
+        &broker,
+        &[
+            "topics",
+            "create",
+            "log",
+            "--config",
+            "cleanup.policy=compacted",
+        ],
+    );
+    assert!(!ok && out.contains("cleanup.policy"), "{out}");
+    let (ok, out) = weir(
+        &broker,
+        &[
+            "topics",
+            "create",
+            "log",
+            "--config",
+            "cleanup.policy=compact,delete",
+        ],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = weir(&broker, &["topics", "describe", "log"]);
+    assert!(
+        ok && out.contains("cleanup.policy\tcompact,delete"),
+        "{out}"
+    );
 
     let (ok, out) = weir(
         &broker,

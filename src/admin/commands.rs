@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use kafka_protocol::{
     messages::{
         create_partitions_request::CreatePartitionsTopic,
-        create_topics_request::CreatableTopic,
+        create_topics_request::{CreatableTopic, CreatableTopicConfig},
         delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic},
         describe_configs_request::DescribeConfigsResource,
         incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig},
@@ -182,11 +182,20 @@ impl Admin {
         topic: &str,
         partitions: i32,
         replication_factor: i16,
+        configs: &[String],
     ) -> Result<String> {
         let mut t = CreatableTopic::default();
         t.name = name(topic);
         t.num_partitions = partitions;
         t.replication_factor = replication_factor;
+        for pair in configs {
+            let (key, value) = key_value(pair)?;
+            t.configs.push(
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_string(key.to_string()))
+                    .with_value(Some(StrBytes::from_string(value.to_string()))),
+            );
+        }
         let mut req = CreateTopicsRequest::default();
         req.topics = vec![t];
         req.timeout_ms = 30_000;
@@ -195,7 +204,8 @@ impl Admin {
             .topics
             .first()
             .ok_or_else(|| AdminError::Refused("empty CreateTopics answer".into()))?;
-        check(result.error_code, format!("create topic {topic}"))?;
+        let why = result.error_message.as_ref().map_or("", |m| m.as_str());
+        check(result.error_code, format!("create topic {topic}: {why}"))?;
         Ok(format!(
             "created topic {topic} with {partitions} partitions\n"
         ))
@@ -425,9 +435,7 @@ impl Admin {
     ) -> Result<String> {
         let mut configs = Vec::new();
         for pair in set {
-            let (key, value) = pair
-                .split_once('=')
-                .ok_or_else(|| AdminError::Refused(format!("{pair:?} is not key=value")))?;
+            let (key, value) = key_value(pair)?;
             configs.push(
                 AlterableConfig::default()
                     .with_name(StrBytes::from_string(key.to_string()))
@@ -656,4 +664,10 @@ impl Admin {
         }
         Ok(out)
     }
+}
+
+/// A `key=value` config pair from the command line.
+fn key_value(pair: &str) -> Result<(&str, &str)> {
+    pair.split_once('=')
+        .ok_or_else(|| AdminError::Refused(format!("{pair:?} is not key=value")))
 }

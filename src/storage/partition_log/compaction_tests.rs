@@ -274,3 +274,38 @@ fn a_pass_stopped_at_any_step_leaves_a_whole_log() {
         });
     }
 }
+
+#[test]
+fn a_time_lookup_finds_the_first_kept_record_of_a_compacted_batch() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let log = open(&storage, dir.path(), config(Duration::from_secs(3600))).await;
+        let mut b = BatchBuilder::new(1024, 1_000);
+        for (at, key) in [(1_000, "a"), (2_000, "b"), (3_000, "a"), (4_000, "c")] {
+            b.push(at, Some(key.as_bytes()), b"value");
+        }
+        durable(&log, payload(b.finish())).await;
+        let mut b = BatchBuilder::new(8192, 5_000);
+        b.push(5_000, Some(b"roll"), &[7u8; 4000]);
+        durable(&log, payload(b.finish())).await;
+        settle(&log).await;
+        log.compact(&mut Pace::new(0)).await.expect("compact");
+        let at = |t| log.offset_for_timestamp(TimestampQuery::At(t));
+        // Offset 0 (a at 1,000) is gone: the first record at or after 500 is b at 1.
+        assert_eq!(
+            at(500).await.expect("lookup").map(|f| f.offset),
+            Some(Offset(1))
+        );
+        assert_eq!(
+            at(2_500).await.expect("lookup").map(|f| f.offset),
+            Some(Offset(2))
+        );
+        assert_eq!(
+            at(3_500).await.expect("lookup").map(|f| f.offset),
+            Some(Offset(3))
+        );
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}

@@ -130,7 +130,7 @@ impl PartitionLog {
     ) -> TimestampOffset {
         let found = async {
             let read = self.read(batch.offset, 1).await.ok()?;
-            let (stored, _) = RecordBatch::validate(&read.records, usize::MAX).ok()?;
+            let (stored, _) = RecordBatch::validate_stored(&read.records, usize::MAX).ok()?;
             let base = u64::try_from(stored.base_offset()).ok()?;
             let times = match record_times(&stored) {
                 Ok(t) => t,
