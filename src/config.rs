@@ -82,6 +82,8 @@ pub struct BrokerConfig {
     pub idle_timeout: Duration,
     /// Segment settings for every partition.
     pub log: LogConfig,
+    /// Bytes a compaction pass reads plus writes per second per shard; 0: unpaced.
+    pub compaction_rate: u64,
     /// This host's node id (Kafka's `node.id`): its shards are Kafka nodes
     /// `node_id × 1024 + shard`. 0 keeps a single host's node ids 0, 1, ….
     pub node_id: u32,
@@ -119,6 +121,7 @@ impl Default for BrokerConfig {
             inflight_bytes_max: 256 << 20,
             idle_timeout: Duration::from_secs(600),
             log: LogConfig::default(),
+            compaction_rate: 64 << 20,
             node_id: 0,
             cluster: None,
             tls: None,
@@ -189,6 +192,8 @@ pub struct ConfigOverrides {
     pub retention: Option<String>,
     /// `--retention-bytes N`
     pub retention_bytes: Option<u64>,
+    /// `--compaction-rate BYTES`
+    pub compaction_rate: Option<u64>,
     /// `--node-id N`
     pub node_id: Option<u32>,
     /// `--controller-quorum-voters ID@HOST:PORT,...`
@@ -266,6 +271,7 @@ impl ConfigOverrides {
             idle_timeout: self.idle_timeout.or(below.idle_timeout),
             retention: self.retention.or(below.retention),
             retention_bytes: self.retention_bytes.or(below.retention_bytes),
+            compaction_rate: self.compaction_rate.or(below.compaction_rate),
             node_id: self.node_id.or(below.node_id),
             controller_quorum_voters: self
                 .controller_quorum_voters
@@ -433,6 +439,7 @@ impl BrokerConfig {
             }
             self.log.retention_bytes_max = Some(n);
         }
+        self.compaction_rate = o.compaction_rate.unwrap_or(self.compaction_rate);
         if let Some(n) = o.node_id {
             self.node_id = n;
         }

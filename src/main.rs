@@ -341,6 +341,10 @@ struct ServeArgs {
     /// without them (Kafka's retention.bytes). [default: no limit]
     #[arg(long, value_name = "BYTES")]
     retention_bytes: Option<u64>,
+    /// Bytes per second one shard's log compaction may read plus write, 0 for no limit
+    /// (Kafka's log.cleaner.io.max.bytes.per.second). [default: 67108864]
+    #[arg(long, value_name = "BYTES")]
+    compaction_rate: Option<u64>,
     /// This host's node id (Kafka's node.id); its shards are Kafka nodes
     /// N × 1024 + shard. [default: 0]
     #[arg(long, value_name = "N")]
@@ -425,6 +429,7 @@ impl ServeArgs {
                 idle_timeout: self.idle_timeout,
                 retention: self.retention,
                 retention_bytes: self.retention_bytes,
+                compaction_rate: self.compaction_rate,
                 node_id: self.node_id,
                 controller_quorum_voters: self.controller_quorum_voters,
                 controller_listen: self.controller_listen,

@@ -349,3 +349,44 @@ fn broker_metrics_put_the_brokers_group_commit_histograms_beside_the_clients() {
     );
     assert!(dir.path().join("rounds.svg").exists());
 }
+
+#[test]
+fn loadgen_keys_its_messages_for_a_compacted_topic() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    let bootstrap = broker.bootstrap();
+    let created = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "topics",
+            "create",
+            "keyed",
+            "--config",
+            "cleanup.policy=compact",
+        ])
+        .args(["--bootstrap", &bootstrap])
+        .status()
+        .expect("run weir");
+    assert!(created.success());
+    let out = dir.path().join("run");
+    let args = |keys: &'static [&'static str]| {
+        let mut a = vec![
+            "produce",
+            "--bootstrap",
+            &bootstrap,
+            "--topic",
+            "keyed",
+            "--messages",
+            "2000",
+            "--message-size",
+            "100",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        a.extend_from_slice(keys);
+        a
+    };
+    run_loadgen(&args(&["--keys", "50"]), &broker, 0);
+    let s = summary(&out);
+    assert_eq!(s["produce"]["messages"], 2000, "{s}");
+    assert_eq!(s["errors"], 0, "keyed records are taken: {s}");
+}

@@ -39,6 +39,10 @@ pub struct Workload {
     /// Size of each message value in bytes (at least 16: send time and sequence number).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(16..=16 << 20))]
     pub message_size: u32,
+    /// Give every message a key, one of this many (8 bytes, big-endian, the message's
+    /// index modulo N), as a compacted topic needs. [default: no key]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keys: Option<u64>,
     /// A partition's batch is sent when it reaches this many bytes.
     #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(64..=64 << 20))]
     pub batch_bytes: u32,

@@ -19,16 +19,17 @@ pub fn write_payload(out: &mut BytesMut, size: usize, send_ns: u64, sequence: u6
     out.put_slice(&filler[..size - PAYLOAD_BYTES_MIN]);
 }
 
-/// Appends a record with a null key whose `value_bytes`-byte value is a loadgen payload.
+/// Appends a record with `key` whose `value_bytes`-byte value is a loadgen payload.
 pub fn push_payload(
     builder: &mut BatchBuilder,
+    key: Option<&[u8]>,
     timestamp_ms: i64,
     value_bytes: usize,
     send_ns: u64,
     sequence: u64,
     filler: &[u8],
 ) {
-    builder.push_with(timestamp_ms, None, value_bytes, |out| {
+    builder.push_with(timestamp_ms, key, value_bytes, |out| {
         write_payload(out, value_bytes, send_ns, sequence, filler)
     });
 }
@@ -63,6 +64,7 @@ mod tests {
         for (i, (send, seq)) in [(10, 20), (30, 40)].into_iter().enumerate() {
             push_payload(
                 &mut builder,
+                None,
                 1_700_000_000_000 + i as i64,
                 64,
                 send,

@@ -51,6 +51,8 @@ pub struct ProducerConfig {
     pub acks: Acks,
     /// Value bytes per message.
     pub message_bytes: usize,
+    /// Keys to cycle through, if messages have keys.
+    pub keys: Option<u64>,
     /// A batch is closed when it reaches this size.
     pub batch_bytes: usize,
     /// A batch is closed this long after its first message at the latest.
@@ -248,7 +250,7 @@ impl<'a> Accumulator<'a> {
     }
 
     fn record_bytes(&self) -> u64 {
-        self.config.message_bytes as u64 + 16
+        self.config.message_bytes as u64 + 16 + if self.config.keys.is_some() { 8 } else { 0 }
     }
 
     /// When message `i` is due on the fixed schedule.
@@ -289,8 +291,10 @@ impl<'a> Accumulator<'a> {
                 send_ns: Vec::with_capacity(batch_bytes / message_bytes + 1),
                 opened_ns: send_ns,
             });
+            let key = self.config.keys.map(|n| (self.generated % n).to_be_bytes());
             push_payload(
                 &mut batch.builder,
+                key.as_ref().map(|k| &k[..]),
                 timestamp_ms,
                 message_bytes,
                 send_ns,
@@ -485,6 +489,7 @@ mod tests {
             topic: TopicName(StrBytes::from_static_str("t")),
             acks: Acks::All,
             message_bytes: 100,
+            keys: None,
             batch_bytes,
             linger_ns,
             max_in_flight: 5,

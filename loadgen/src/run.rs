@@ -149,6 +149,7 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         topic: topic.clone(),
         acks: workload.acks,
         message_bytes: workload.message_size as usize,
+        keys: workload.keys,
         batch_bytes: workload.batch_bytes as usize,
         linger_ns: workload.linger.as_nanos() as u64,
         max_in_flight: u64::from(workload.max_in_flight),

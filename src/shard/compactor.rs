@@ -1,7 +1,7 @@
 //! The shard's log compactor: every [`COMPACTION_CHECK_INTERVAL`] it runs a compaction
 //! pass (see `storage::partition_log` compaction) over each open partition of a
 //! compacted topic that has something new to compact, one partition at a time, paced
-//! to [`COMPACTION_BYTES_PER_SECOND`] so produce keeps the device.
+//! to `--compaction-rate` (64 MiB/s by default) so produce keeps the device.
 
 use std::{
     rc::Weak,
@@ -15,11 +15,6 @@ use crate::storage::partition_log::Pace;
 /// checking is an in-memory test, so it looks more often).
 pub const COMPACTION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Bytes a pass reads plus writes per second, per shard (Kafka's
-/// `log.cleaner.io.max.bytes.per.second`, unlimited there). Chosen from the measured
-/// effect on produce latency (README, "Compacted topics").
-pub const COMPACTION_BYTES_PER_SECOND: u64 = 64 << 20;
-
 /// Runs until the shard is gone.
 pub(super) async fn run(weak: Weak<ShardContext>) {
     loop {
@@ -28,12 +23,13 @@ pub(super) async fn run(weak: Weak<ShardContext>) {
             return;
         };
         let logs = ctx.open_logs();
+        let rate = ctx.config.compaction_rate;
         drop(ctx);
         for ((topic, p), log) in logs {
             if !log.compaction_due() {
                 continue;
             }
-            let mut pace = Pace::new(COMPACTION_BYTES_PER_SECOND);
+            let mut pace = Pace::new(rate);
             let started = Instant::now();
             match log.compact(&mut pace).await {
                 Ok(r) if r.segments_rewritten > 0 => {
