@@ -121,7 +121,7 @@ impl Default for BrokerConfig {
             inflight_bytes_max: 256 << 20,
             idle_timeout: Duration::from_secs(600),
             log: LogConfig::default(),
-            compaction_rate: 64 << 20,
+            compaction_rate: 32 << 20,
             node_id: 0,
             cluster: None,
             tls: None,

@@ -342,7 +342,7 @@ struct ServeArgs {
     #[arg(long, value_name = "BYTES")]
     retention_bytes: Option<u64>,
     /// Bytes per second one shard's log compaction may read plus write, 0 for no limit
-    /// (Kafka's log.cleaner.io.max.bytes.per.second). [default: 67108864]
+    /// (Kafka's log.cleaner.io.max.bytes.per.second). [default: 33554432, 32 MiB/s]
     #[arg(long, value_name = "BYTES")]
     compaction_rate: Option<u64>,
     /// This host's node id (Kafka's node.id); its shards are Kafka nodes

@@ -1,7 +1,7 @@
 //! The shard's log compactor: every [`COMPACTION_CHECK_INTERVAL`] it runs a compaction
 //! pass (see `storage::partition_log` compaction) over each open partition of a
 //! compacted topic that has something new to compact, one partition at a time, paced
-//! to `--compaction-rate` (64 MiB/s by default) so produce keeps the device.
+//! to `--compaction-rate` (32 MiB/s by default) so produce keeps the device.
 
 use std::{
     rc::Weak,
