@@ -252,20 +252,86 @@ fn twenty_kill_9s_under_a_producer_and_a_consumer_group_lose_nothing_acknowledge
     );
 }
 
+/// The arguments of `compaction.py` for `phase`, its state in `state`.
+fn compaction_args(b: &Broker, phase: &str, state: &std::path::Path) -> [String; 4] {
+    [
+        b.bootstrap(),
+        "compacted".into(),
+        phase.into(),
+        state.display().to_string(),
+    ]
+}
+
 #[test]
 fn a_compacted_topic_keeps_the_newest_record_of_each_key_through_a_crash() {
     let dir = scratch_dir();
     let mut broker = Broker::start(&dir.path().join("data"), 1, &[]);
     let state = dir.path().join("compaction.json");
-    let args = |b: &Broker, phase: &str| {
-        [
-            b.bootstrap(),
-            "compacted".into(),
-            phase.into(),
-            state.display().to_string(),
-        ]
-    };
-    run_script("compaction.py", &broker, &args(&broker, "produce"));
+    for phase in ["fill", "wait"] {
+        run_script(
+            "compaction.py",
+            &broker,
+            &compaction_args(&broker, phase, &state),
+        );
+    }
     broker.crash_and_restart();
-    run_script("compaction.py", &broker, &args(&broker, "check"));
+    run_script(
+        "compaction.py",
+        &broker,
+        &compaction_args(&broker, "check", &state),
+    );
+}
+
+#[test]
+fn kill_9_at_random_points_of_compaction_passes_loses_nothing_the_policy_keeps() {
+    let dir = scratch_dir();
+    // Paced to 1 MiB/s, a pass over the topic's ~3.5 MB takes about 8 s.
+    let mut broker = Broker::start(
+        &dir.path().join("data"),
+        1,
+        &["--compaction-rate", "1048576"],
+    );
+    let state = dir.path().join("compaction.json");
+    let mut fill = compaction_args(&broker, "fill", &state).to_vec();
+    fill.push("delete".into());
+    run_script("compaction.py", &broker, &fill);
+    // Every pass starts on the whole topic now, so each kill lands inside one.
+    let altered = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "topics",
+            "alter-config",
+            "compacted",
+            "cleanup.policy=compact",
+        ])
+        .args(["--bootstrap", &broker.bootstrap()])
+        .status()
+        .expect("run weir");
+    assert!(altered.success());
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    let mut rng = common::rng::Rng(seed);
+    for kill in 0..3 {
+        // Its key map takes ~3.5 s, then segments are rewritten and swapped one by one.
+        let after = std::time::Duration::from_millis(2_000 + rng.below(6_000));
+        std::thread::sleep(after);
+        eprintln!("seed {seed}: kill -9 number {kill} after {after:?}");
+        broker.crash_and_restart();
+        run_script(
+            "compaction.py",
+            &broker,
+            &compaction_args(&broker, "consistent", &state),
+        );
+    }
+    run_script(
+        "compaction.py",
+        &broker,
+        &compaction_args(&broker, "wait", &state),
+    );
+    broker.crash_and_restart();
+    run_script(
+        "compaction.py",
+        &broker,
+        &compaction_args(&broker, "check", &state),
+    );
 }

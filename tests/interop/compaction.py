@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 bootstrap, topic, phase, state = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+policy = sys.argv[5] if len(sys.argv) > 5 else "compact"
 KEYS, VERSIONS, DEAD = 1000, 5, 100
 
 
@@ -38,9 +39,16 @@ def read_all():
     return out
 
 
-if phase == "produce":
+def consistent(seen, produced, live):
+    for offset, record in seen.items():
+        assert tuple(produced[offset]) == record, (offset, record, produced[offset])
+    missing = [o for o in live if o not in seen]
+    assert not missing, f"{len(missing)} live records missing, first {missing[:5]}"
+
+
+if phase == "fill":
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    configs = {"cleanup.policy": "compact", "segment.ms": "100", "delete.retention.ms": "3000"}
+    configs = {"cleanup.policy": policy, "segment.ms": "100", "delete.retention.ms": "3000"}
     admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(10)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                          "compression.type": "lz4", "enable.idempotence": True})
@@ -56,7 +64,7 @@ if phase == "produce":
 
     for version in range(VERSIONS):
         for k in range(KEYS):
-            producer.produce(topic, key=f"key-{k}", value=f"key-{k} version {version} " + "x" * 60,
+            producer.produce(topic, key=f"key-{k}", value=f"key-{k} version {version} " + os.urandom(300).hex(),
                              partition=0, on_delivery=delivered)
             producer.poll(0)
         assert producer.flush(30) == 0
@@ -70,10 +78,11 @@ if phase == "produce":
                      on_delivery=delivered)
     assert producer.flush(30) == 0
 
-    plain = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
-    plain.produce(topic, value="no key", partition=0, on_delivery=delivered)
-    plain.flush(30)
-    assert len(refused) == 1 and refused[0].code() == KafkaError.INVALID_RECORD, refused
+    if policy == "compact":
+        plain = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+        plain.produce(topic, value="no key", partition=0, on_delivery=delivered)
+        plain.flush(30)
+        assert len(refused) == 1 and refused[0].code() == KafkaError.INVALID_RECORD, refused
 
     newest = {}
     for offset, (key, value) in sorted(produced.items()):
@@ -81,22 +90,31 @@ if phase == "produce":
     live = {o: produced[o] for o in newest.values() if produced[o][1] is not None}
     with open(state, "w") as f:
         json.dump({"produced": produced, "live": live}, f)
-    # Read while compaction runs: every record is what was produced at its offset.
-    deadline, views = time.time() + 60, 0
+    print(f"compaction: {len(produced)} records written ({policy}), {len(live)} to keep")
+    sys.exit(0)
+
+with open(state) as f:
+    saved = json.load(f)
+produced = {int(o): tuple(r) for o, r in saved["produced"].items()}
+live = {int(o): tuple(r) for o, r in saved["live"].items()}
+if phase == "consistent":
+    seen = read_all()
+    consistent(seen, produced, live)
+    print(f"compaction (consistent): {len(seen)} records, each as produced")
+elif phase == "wait":
+    # Read while compaction runs: every read is consistent, until it is the compacted log.
+    deadline, views = time.time() + 90, 0
     while time.time() < deadline:
         seen = read_all()
         views += 1
-        for offset, record in seen.items():
-            assert tuple(produced[offset]) == record, (offset, record, produced[offset])
+        consistent(seen, produced, live)
         if seen == live:
             break
         time.sleep(0.3)
     assert seen == live, f"{len(seen)} records read, {len(live)} expected after {views} reads"
     print(f"compaction: {len(produced)} records -> {len(live)} (newest per key, tombstones "
-          f"gone) after {views} consistent reads; keyless record refused")
+          f"gone) after {views} consistent reads")
 else:
-    with open(state) as f:
-        live = {int(o): tuple(r) for o, r in json.load(f)["live"].items()}
     seen = read_all()
     assert seen == live, f"after the crash: {len(seen)} records read, {len(live)} expected"
     print(f"compaction (check): {len(live)} records as compacted")

@@ -309,3 +309,41 @@ fn a_time_lookup_finds_the_first_kept_record_of_a_compacted_batch() {
         storage.shutdown().await;
     });
 }
+
+#[test]
+fn a_follower_copies_a_compacted_log_batch_for_batch() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let leader = open(&storage, dir.path(), config(Duration::from_secs(3600))).await;
+        write(&leader, storage.clock().now_ms()).await;
+        settle(&leader).await;
+        leader.compact(&mut Pace::new(0)).await.expect("compact");
+        let follower = storage
+            .open_log(&dir.path().join("t-1"), config(Duration::from_secs(3600)))
+            .await
+            .expect("open follower")
+            .0;
+        // What a follower's fetches get: whole stored batches from its log end on.
+        while follower.log_end() < leader.high_watermark() {
+            let read = leader
+                .read_replica(follower.log_end(), 64 << 10)
+                .await
+                .expect("read");
+            let fetched = ProducePayload::validate_stored(read.records, usize::MAX)
+                .expect("compacted batches are valid stored batches");
+            follower
+                .append_replica(&fetched)
+                .await
+                .expect("append")
+                .durable
+                .waiting_for(Wait::Local)
+                .await
+                .expect("durable");
+        }
+        assert_eq!(contents(&follower).await, contents(&leader).await);
+        follower.close().await.expect("close");
+        leader.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
