@@ -9,7 +9,8 @@
 #     --compaction-rate, 32 MiB/s) — p99 during compaction.
 #  3. The same fill, compacted with --compaction-rate 0 (unpaced) on an otherwise idle
 #     broker: the raw compaction throughput (MB/s of input segments).
-# Prints one line per run and a table of medians; writes target/bench-data/compaction.jsonl.
+# Prints one line per run and a table of medians; writes target/bench-data/compaction.jsonl
+# and plots the last run's two windows in tuning/results/compaction.svg.
 #
 #   bash benches/compaction.sh
 #   RUNS=5 FILL_MB=1000 bash benches/compaction.sh
@@ -42,15 +43,17 @@ serve() {  # serve [extra flags]: one shard with its log in $log
   echo "broker did not start" >&2
   exit 1
 }
-lg() {  # lg TOPIC [extra loadgen flags...]: prints summary.json
+lg() {  # lg TOPIC [extra loadgen flags...]: prints summary.json; KEEP=DIR keeps the run there
   local topic=$1 out
   shift
-  out=$(mktemp -d -p target/bench-data)
+  out=${KEEP:-$(mktemp -d -p target/bench-data)}
+  rm -rf "$out"
   target/release/loadgen produce --bootstrap 127.0.0.1:"$PORT" --topic "$topic" \
     --message-size 1024 --batch-bytes 65536 --cores 0 --out "$out" "$@" > "$out.log" 2>&1 \
     || { cat "$out.log" >&2; exit 1; }
   cat "$out/summary.json"
-  rm -rf "$out" "$out.log"
+  rm -f "$out.log"
+  [ -n "${KEEP:-}" ] || rm -rf "$out"
 }
 weir_topics() { target/release/weir topics --bootstrap 127.0.0.1:"$PORT" "$@" > /dev/null; }
 fill() {  # fill TOPIC: FILL_MB over KEYS keys, not compacted yet
@@ -75,9 +78,11 @@ echo "maximum ${max%.*} msgs/s; half load $half msgs/s" >&2
 for run in $(seq 1 "$RUNS"); do
   fill "ck-$run"
   before=$(compacted_lines)
-  base=$(lg "plain-$run" --rate "$half" --duration "${DURATION}s" --warmup 2s)
+  base=$(KEEP=target/bench-data/no-compaction lg "plain-$run" --rate "$half" \
+    --duration "${DURATION}s" --warmup 2s --label "no compaction")
   weir_topics alter-config "ck-$run" cleanup.policy=compact
-  during=$(lg "plain-$run" --rate "$half" --duration "${DURATION}s" --warmup 1s)
+  during=$(KEEP=target/bench-data/compacting lg "plain-$run" --rate "$half" \
+    --duration "${DURATION}s" --warmup 1s --label "compacting")
   wait_compacted $((before + 1))
   weir_topics delete "plain-$run"
   "$py" - "$run" "$results" "$base" "$during" "$log" <<'PY'
@@ -99,6 +104,10 @@ print(f"run {run}: p99 {row['p99_base_ms']:.2f} ms before, {row['p99_compacting_
 PY
 done
 kill -TERM "$broker_pid"; wait "$broker_pid" || true; rm -rf "$broker_data"
+# The last run's two windows, side by side.
+target/release/loadgen compare target/bench-data/no-compaction target/bench-data/compacting \
+  --metric produce --plot tuning/results/compaction.svg --markdown >&2
+rm -rf target/bench-data/no-compaction target/bench-data/compacting
 
 serve --compaction-rate 0
 for run in $(seq 1 "$RUNS"); do
