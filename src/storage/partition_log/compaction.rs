@@ -26,6 +26,7 @@
 use std::{collections::HashMap, path::Path, rc::Rc, time::Duration};
 
 use glommio::io::DmaFile;
+use weir_client::record_batch::ATTRIBUTE_CONTROL;
 
 use super::{log_dir::sync_dir, PartitionLog};
 use crate::storage::{
@@ -52,9 +53,6 @@ const KEY_MAP_BYTES_MAX: usize = 128 << 20;
 
 /// Bytes read from a segment at a time.
 const READ_WINDOW_BYTES: usize = 1 << 20;
-
-/// Batch attribute of a transaction marker (control batch): kept as it is.
-const ATTRIBUTE_CONTROL: i16 = 0x20;
 
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -240,7 +238,6 @@ impl PartitionLog {
         let mut out = Output::create(&cleaned.log, segment.base, config).await?;
         let mut removed = 0u64;
         let mut run: Option<Run> = None;
-        let producers = self.shared.state.borrow().producers.clone();
         let mut scanner = Scanner::new(segment);
         while let Some(window) = scanner.next(pace).await? {
             for batch in scanner.batches(&window)? {
@@ -278,7 +275,12 @@ impl PartitionLog {
                     out.push(batch.as_bytes().to_vec(), base, last, batch.max_timestamp());
                 } else if !kept.is_empty()
                     || (batch.producer_id() >= 0
-                        && producers.remembers(batch.producer_id(), Offset(last)))
+                        && self
+                            .shared
+                            .state
+                            .borrow()
+                            .producers
+                            .remembers(batch.producer_id(), Offset(last)))
                 {
                     let bytes = with_records(batch, &recs, &kept)
                         .map_err(|e| corrupt(segment, batch, e))?;
