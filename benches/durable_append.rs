@@ -63,6 +63,7 @@ async fn start(dir: &std::path::Path, flush: FlushConfig, cache: usize) -> Shard
             flush,
             cache_bytes_max: cache,
             metrics: Default::default(),
+            recycle: Default::default(),
         },
         Clock::System,
     )

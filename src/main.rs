@@ -345,6 +345,15 @@ struct ServeArgs {
     /// (Kafka's log.cleaner.io.max.bytes.per.second). [default: 33554432, 32 MiB/s]
     #[arg(long, value_name = "BYTES")]
     compaction_rate: Option<u64>,
+    /// Bytes of deleted segments' files each shard keeps to reuse for new segments, 0 to
+    /// delete them (new segments then grow by writing zeros ahead).
+    /// [default: 2147483648, 2 GiB]
+    #[arg(long, value_name = "BYTES")]
+    recycle_bytes: Option<u64>,
+    /// Bytes per second a shard frees when it deletes segment files it does not keep,
+    /// 0 for at once. [default: 8388608, 8 MiB/s]
+    #[arg(long, value_name = "BYTES")]
+    delete_rate: Option<u64>,
     /// This host's node id (Kafka's node.id); its shards are Kafka nodes
     /// N × 1024 + shard. [default: 0]
     #[arg(long, value_name = "N")]
@@ -430,6 +439,8 @@ impl ServeArgs {
                 retention: self.retention,
                 retention_bytes: self.retention_bytes,
                 compaction_rate: self.compaction_rate,
+                recycle_bytes: self.recycle_bytes,
+                delete_rate: self.delete_rate,
                 node_id: self.node_id,
                 controller_quorum_voters: self.controller_quorum_voters,
                 controller_listen: self.controller_listen,

@@ -92,11 +92,21 @@ fn reopen_and_read(
     Vec<StoredBatch>,
     Vec<weir::storage::recovery::RecoveryReport>,
 ) {
+    reopen_and_read_with(dir, config())
+}
+
+fn reopen_and_read_with(
+    dir: &Path,
+    config: LogConfig,
+) -> (
+    Vec<StoredBatch>,
+    Vec<weir::storage::recovery::RecoveryReport>,
+) {
     let dir = dir.to_path_buf();
     run(async move {
         let storage = start(&dir, fsync_every(Duration::ZERO), 1 << 20, Clock::System).await;
         let (log, reports) = storage
-            .open_log(&dir.join("t-0"), config())
+            .open_log(&dir.join("t-0"), config)
             .await
             .expect("reopen");
         let batches = read_all(&log, 7000).await;
@@ -364,4 +374,123 @@ fn fuzzed_segment_and_index_files_recover_to_an_intact_prefix() {
     }
     println!("segment recovery fuzzing: {executions} executions");
     assert!(executions > 10);
+}
+
+/// Appends like [`write_and_crash`] to a log whose retention keeps three segments, so
+/// new segments overwrite recycled files, then stops without closing. Returns the
+/// batches from the log start.
+fn write_recycling_and_crash(dir: &Path, seed: u64, payloads: usize) -> Vec<StoredBatch> {
+    let dir = dir.to_path_buf();
+    run(async move {
+        let storage = start(&dir, fsync_every(Duration::ZERO), 1 << 20, Clock::System).await;
+        let (log, _) = storage
+            .open_log(&dir.join("t-0"), recycling_config())
+            .await
+            .expect("open");
+        let mut rng = Rng(seed);
+        for i in 0..payloads {
+            let p = payload(
+                1 + rng.below(3) as usize,
+                1 + rng.below(5) as u32,
+                rng.below(1200) as usize,
+                seed ^ i as u64,
+                i as i64,
+            );
+            append_durably(&log, &p).await;
+            log.enforce_retention().await.expect("retention");
+        }
+        assert!(
+            storage.pool().files() > 0 || payloads < 100,
+            "files retired"
+        );
+        read_all(&log, 1 << 20).await
+    })
+}
+
+fn recycling_config() -> LogConfig {
+    LogConfig {
+        retention_bytes_max: Some(72 << 10),
+        ..config()
+    }
+}
+
+/// The batches of the segment file at `path` (base offset in its name) that recovery
+/// would keep: a dense run from position 0; stale batches past it are not counted.
+fn dense_batches(path: &Path) -> Vec<Located> {
+    let base: u64 = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.parse().ok())
+        .expect("segment name");
+    let bytes = fs::read(path).expect("read log");
+    let (mut at, mut next, mut out) = (0usize, base, Vec::new());
+    while let Some(h) = BatchHeader::parse(&bytes[at..]) {
+        if h.base_offset as u64 != next || at + h.total_bytes > bytes.len() {
+            break;
+        }
+        out.push(Located {
+            file: path.to_path_buf(),
+            position: at as u64,
+            len: h.total_bytes as u64,
+            base: next,
+        });
+        next = h.last_offset() as u64 + 1;
+        at += h.total_bytes;
+    }
+    out
+}
+
+#[test]
+fn recycled_segments_torn_at_the_tail_keep_the_acknowledged_prefix_and_no_stale_batch() {
+    let mut stale_tails = 0;
+    for seed in 400..412u64 {
+        let dir = scratch_dir();
+        let written = write_recycling_and_crash(dir.path(), seed, 160);
+        let partition = dir.path().join("t-0");
+        let mut logs: Vec<PathBuf> = fs::read_dir(&partition)
+            .expect("list")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .collect();
+        logs.sort();
+        let active = logs.last().expect("active segment").clone();
+        let tail = dense_batches(&active);
+        let data_end = tail.last().map_or(0, |b| b.position + b.len) as usize;
+        let stale = fs::read(&active).expect("read")[data_end..]
+            .iter()
+            .any(|&b| b != 0);
+        stale_tails += usize::from(stale);
+        let mut rng = Rng(seed * 31);
+        // Tear one of the active segment's last batches (or none).
+        let keep = match tail.len() {
+            0 => written.len(),
+            n => {
+                let k = n - 1 - rng.below(3.min(n as u64 - 1)) as usize;
+                let victim = &tail[k];
+                if rng.below(2) == 0 {
+                    zero_from(
+                        &victim.file,
+                        victim.position + rng.below(victim.len),
+                        1 + rng.below(3000),
+                    );
+                } else {
+                    flip_bit(
+                        &victim.file,
+                        victim.position + 16 + rng.below(victim.len - 16),
+                    );
+                }
+                written.len() - (n - k)
+            }
+        };
+        let (recovered, _) = reopen_and_read_with(dir.path(), recycling_config());
+        assert_eq!(
+            &recovered[..],
+            &written[..keep],
+            "seed {seed} (stale tail present: {stale}): the acknowledged prefix up to the tear, nothing stale after it"
+        );
+    }
+    assert!(
+        stale_tails > 0,
+        "some active segments overwrote recycled files"
+    );
 }

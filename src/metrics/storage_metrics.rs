@@ -39,6 +39,8 @@ pub(super) struct StorageFamilies {
     truncated_bytes: Family<ShardLabel, Counter>,
     retention_deleted: Family<ShardLabel, Counter>,
     fenced: Family<ShardLabel, Counter>,
+    recycled_segments: Family<ShardLabel, Counter>,
+    flush_interval: Family<ShardLabel, Gauge>,
 }
 
 impl StorageFamilies {
@@ -58,6 +60,8 @@ impl StorageFamilies {
             truncated_bytes: Family::default(),
             retention_deleted: Family::default(),
             fenced: Family::default(),
+            recycled_segments: Family::default(),
+            flush_interval: Family::default(),
         }
     }
 
@@ -134,6 +138,16 @@ impl StorageFamilies {
             "Partitions fenced after a failed write or fdatasync",
             f.fenced.clone(),
         );
+        registry.register(
+            "recycled_segments",
+            "Segments created by overwriting a retired segment's file from the shard's pool (no trim, no zero-fill)",
+            f.recycled_segments.clone(),
+        );
+        registry.register(
+            "flush_interval_microseconds",
+            "Group-commit interval in force: fixed, or chosen by the adaptive controller (--flush-target-p99)",
+            f.flush_interval.clone(),
+        );
         f
     }
 
@@ -153,6 +167,8 @@ impl StorageFamilies {
             truncated_bytes: self.truncated_bytes.get_or_create_owned(&l),
             retention_deleted: self.retention_deleted.get_or_create_owned(&l),
             fenced: self.fenced.get_or_create_owned(&l),
+            recycled_segments: self.recycled_segments.get_or_create_owned(&l),
+            flush_interval: self.flush_interval.get_or_create_owned(&l),
         }
     }
 }
@@ -186,6 +202,10 @@ pub struct StorageMetrics {
     pub retention_deleted: Counter,
     /// Partitions fenced after an I/O error.
     pub fenced: Counter,
+    /// Segments created from a recycled file.
+    pub recycled_segments: Counter,
+    /// Group-commit interval in force, in microseconds.
+    pub flush_interval: Gauge,
 }
 
 impl std::fmt::Debug for StorageMetrics {

@@ -163,6 +163,7 @@ impl ShardContext {
                 },
                 cache_bytes_max: config.cache_bytes_max,
                 metrics: metrics.storage.clone(),
+                recycle: config.recycle,
             },
             Clock::System,
         )

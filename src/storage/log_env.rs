@@ -9,6 +9,7 @@ use crate::metrics::StorageMetrics;
 
 use super::{
     batch_cache::BatchCache, clock::Clock, flush::FlushScheduler, segment_appender::ZeroFillSlot,
+    segment_pool::SegmentPool,
 };
 
 /// A partition log's share of its shard's storage. Cloning shares it; `!Send`.
@@ -24,6 +25,9 @@ pub struct LogEnv {
     pub clock: Clock,
     /// The shard's zero-fill slot, shared by its segments' appenders.
     pub zero_fill: ZeroFillSlot,
+    /// The shard's pool of recycled segment files: new segments take from it, deleted
+    /// ones give to it.
+    pub pool: SegmentPool,
     /// The shard's storage metrics (recovery, retention, fencing).
     pub metrics: StorageMetrics,
 }

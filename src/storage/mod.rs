@@ -37,6 +37,7 @@ pub mod segment;
 pub mod segment_appender;
 pub mod segment_files;
 pub mod segment_index;
+pub mod segment_pool;
 pub mod segment_reader;
 pub mod shard_storage;
 pub mod zero_fill;

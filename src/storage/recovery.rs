@@ -42,7 +42,7 @@ pub struct RecoveryReport {
     /// zeros that every O_DIRECT flush and zero-fill ahead leave past the last batch.
     pub truncated_bytes: u64,
     /// Zeros trimmed from the end of the log: page padding and zero-fill ahead of the
-    /// tail (normal after a crash).
+    /// tail, or a recycled file's earlier batches (normal after a crash).
     pub padding_bytes: u64,
     /// Why the log was cut, when it was.
     pub truncation_reason: Option<String>,
@@ -210,6 +210,9 @@ async fn replay(
             break;
         }
         if h.base_offset < 0 || h.base_offset as u64 != r.next_offset.0 {
+            // An intact batch from before this segment's base: a recycled file's
+            // earlier contents (see `segment_pool`), where the data ends.
+            r.padding = (h.base_offset as u64) < index.base().0;
             r.stop = Some(format!(
                 "batch base offset {} does not follow {}",
                 h.base_offset, r.next_offset.0
@@ -236,7 +239,7 @@ async fn replay(
     // Zeros to the end of the file are what O_DIRECT page padding and zero-fill ahead
     // leave behind; anything else is damage.
     let left = file_len - r.valid_end;
-    if left > 0 && left <= PADDING_BYTES_MAX {
+    if !r.padding && left > 0 && left <= PADDING_BYTES_MAX {
         let rest = window
             .cover(file, path, r.valid_end, left as usize, left)
             .await?;
@@ -376,7 +379,7 @@ mod tests {
 
     /// A sealed segment of 20 batches of 3 records, about 600 bytes each.
     async fn sealed_segment(dir: &Path) -> Segment {
-        let mut s = Segment::create(dir, Offset(0), &config(), 0, &ZeroFillSlot::new())
+        let mut s = Segment::create(dir, Offset(0), &config(), 0, &ZeroFillSlot::new(), None)
             .await
             .expect("create");
         for i in 0..20u64 {

@@ -17,6 +17,7 @@ use super::{
     recovery::{self, RecoveryReport},
     segment_appender::{Chunk, FlushWrite, SegmentAppender, ZeroFillSlot},
     segment_index::{IndexedBatch, NewEntries, OffsetIndex, SegmentIndex, TimeIndex},
+    segment_pool::SegmentPool,
     FilePosition, Offset, Result, StorageError,
 };
 
@@ -149,22 +150,41 @@ impl Segment {
         ))
     }
 
-    /// Creates an empty active segment with base offset `base` in `dir`.
+    /// Creates an empty active segment with base offset `base` in `dir`. With a `pool`,
+    /// its log is a recycled file when one fits (see [`super::segment_pool`]): appends
+    /// overwrite the file's stale bytes in place, with no zero-fill below its end.
     pub async fn create(
         dir: &Path,
         base: Offset,
         config: &LogConfig,
         now_ms: i64,
         zero_fill: &ZeroFillSlot,
+        pool: Option<&SegmentPool>,
     ) -> Result<Segment> {
         let paths = SegmentPaths::new(dir, base);
+        let taken = pool.and_then(|p| p.take(base, config.segment_bytes).map(|f| (p, f)));
+        let prewritten = match taken {
+            Some((pool, file)) => match pool.claim(&file, &paths.log).await {
+                Ok(()) => Some(file.prewritten()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot reuse a pooled segment file; creating a new one");
+                    None
+                }
+            },
+            None => None,
+        };
         let log_file = open_dma(&paths.log).await?;
-        log_file
-            .truncate(0)
-            .await
-            .map_err(|e| StorageError::io("truncate", &paths.log, e))?;
+        if prewritten.is_none() {
+            log_file
+                .truncate(0)
+                .await
+                .map_err(|e| StorageError::io("truncate", &paths.log, e))?;
+        }
         let log = Rc::clone(&log_file);
-        let writer = SegmentWriter::open(&paths, log, 0, 0, 0, config, zero_fill).await?;
+        let mut writer = SegmentWriter::open(&paths, log, 0, 0, 0, config, zero_fill).await?;
+        if let Some(end) = prewritten {
+            writer.log.assume_written(end);
+        }
         Ok(Segment {
             base,
             paths,

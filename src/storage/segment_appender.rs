@@ -176,6 +176,18 @@ impl SegmentAppender {
         })
     }
 
+    /// Treats the file's bytes below `end` as allocated and written (a recycled file's
+    /// stale contents): appends there overwrite in place, so under
+    /// [`FileGrowth::ZeroFill`] they are written behind and need no metadata sync, and
+    /// zero-fill starts only past `end`. Call right after [`open`](Self::open).
+    pub fn assume_written(&mut self, end: u64) {
+        let end = align_down(end);
+        if end > self.allocated_end {
+            self.allocated_end = end;
+            self.zeroed_end.set(end);
+        }
+    }
+
     /// The file being appended to.
     pub fn file(&self) -> &Rc<DmaFile> {
         &self.file

@@ -21,6 +21,7 @@ use super::{
     recovery::RecoveryReport,
     segment::open_dma,
     segment_appender::{ZeroFillSlot, ALIGN},
+    segment_pool::{RecycleConfig, SegmentPool},
     Result, StorageError,
 };
 
@@ -38,6 +39,8 @@ pub struct ShardStorageConfig {
     pub cache_bytes_max: usize,
     /// Where the shard's storage metrics go.
     pub metrics: StorageMetrics,
+    /// The shard's pool of recycled segment files.
+    pub recycle: RecycleConfig,
 }
 
 struct ShardInner {
@@ -47,6 +50,7 @@ struct ShardInner {
     clock: Clock,
     next_log_id: Cell<u64>,
     zero_fill: ZeroFillSlot,
+    pool: SegmentPool,
     flush_task: RefCell<Option<Task<()>>>,
 }
 
@@ -71,6 +75,12 @@ impl ShardStorage {
     /// read fails with EOPNOTSUPP. A real 4 KiB read first gets the right answer.
     pub async fn start(config: ShardStorageConfig, clock: Clock) -> Result<ShardStorage> {
         probe_device(&config.data_dir).await?;
+        let pool = SegmentPool::open(
+            &config.data_dir,
+            config.recycle,
+            config.metrics.recycled_segments.clone(),
+        )
+        .await?;
         let flusher = FlushScheduler::with_metrics(config.flush, config.metrics.clone());
         let task = glommio::spawn_local(flusher.clone().run());
         Ok(ShardStorage {
@@ -84,6 +94,7 @@ impl ShardStorage {
                 clock,
                 next_log_id: Cell::new(1),
                 zero_fill: ZeroFillSlot::new(),
+                pool,
                 flush_task: RefCell::new(Some(task)),
             }),
         })
@@ -101,6 +112,7 @@ impl ShardStorage {
             cache: Rc::clone(&self.inner.cache),
             clock: self.inner.clock.clone(),
             zero_fill: self.inner.zero_fill.clone(),
+            pool: self.inner.pool.clone(),
             metrics: self.inner.config.metrics.clone(),
         };
         PartitionLog::open(env, dir, config).await
@@ -131,6 +143,11 @@ impl ShardStorage {
     /// have moved (long-polling fetches look again). Dropping it unregisters its waker.
     pub fn durable_after(&self, mark: DurableMark) -> RoundAfter<'_> {
         self.inner.flusher.round_after(mark.0)
+    }
+
+    /// The shard's pool of recycled segment files.
+    pub fn pool(&self) -> &SegmentPool {
+        &self.inner.pool
     }
 
     /// The shard's clock.

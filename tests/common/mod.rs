@@ -73,6 +73,7 @@ pub async fn start(
             flush,
             cache_bytes_max,
             metrics: Default::default(),
+            recycle: Default::default(),
         },
         clock,
     )

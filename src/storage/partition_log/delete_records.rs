@@ -6,12 +6,8 @@
 
 use std::path::Path;
 
-use super::{log_dir::sync_dir, PartitionLog};
-use crate::storage::{
-    batch_cache::SegmentKey,
-    segment::{Segment, SegmentPaths},
-    Offset, Result, StorageError,
-};
+use super::{log_dir::sync_dir, retention::Retired, PartitionLog};
+use crate::storage::{Offset, Result, StorageError};
 
 /// The file in a partition directory that holds its log start offset, when DeleteRecords
 /// moved it past the first segment's base.
@@ -93,23 +89,14 @@ impl PartitionLog {
                     s.next_offset() <= log_start && s.is_sealed_or_sealing() && !s.needs_flush()
                 })
                 .count();
-            let doomed: Vec<(SegmentPaths, SegmentKey)> = st
+            let doomed: Vec<Retired> = st
                 .segments
                 .drain(..n)
-                .map(|s| {
-                    let key = SegmentKey {
-                        log_id: shared.env.id,
-                        base_offset: s.base().0,
-                    };
-                    (s.paths.clone(), key)
-                })
+                .map(|s| Retired::new(shared.env.id, s))
                 .collect();
             (log_start, doomed)
         };
-        for (paths, key) in doomed {
-            shared.env.cache.remove_segment(key);
-            Segment::delete_files(paths).await?;
-        }
+        self.retire(doomed).await?;
         Ok(log_start)
     }
 }

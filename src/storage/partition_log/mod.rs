@@ -52,6 +52,8 @@ mod flush_target;
 mod leader_epochs;
 mod log_dir;
 mod producer_rebuild;
+#[cfg(test)]
+mod recycle_tests;
 mod replica;
 mod retention;
 #[cfg(test)]
@@ -101,6 +103,8 @@ pub struct Appended {
 
 struct LogState {
     segments: VecDeque<Segment>,
+    /// Segments out of the log whose files a failure kept from the pool, oldest first.
+    unretired: VecDeque<retention::Retired>,
     producers: ProducerStates,
     log_start: Offset,
     log_end: Offset,
@@ -180,8 +184,8 @@ pub struct LogOffsets {
 
 impl PartitionLog {
     /// Opens the log in `dir`, creating it when empty, and recovers every segment (see
-    /// `recovery`). A segment that had to be cut short makes every later segment
-    /// unreachable, so those are deleted: offsets stay dense. Everything that survives
+    /// `recovery`). A segment cut short before the next one's base offset makes every
+    /// later segment unreachable, so those are deleted: offsets stay dense. Everything that survives
     /// is fdatasynced before the log is returned, so it all starts below the high
     /// watermark.
     pub async fn open(
@@ -199,10 +203,9 @@ impl PartitionLog {
             let follows = segments
                 .back()
                 .is_none_or(|prev| prev.next_offset() == *base);
-            let prev_cut = reports
-                .last()
-                .is_some_and(|r: &RecoveryReport| r.truncated_bytes > 0);
-            if !follows || prev_cut {
+            // A segment cut short is fine when the next one still follows it: what was
+            // cut lay past its last batch (a torn write, a recycled file's stale tail).
+            if !follows {
                 tracing::warn!(dir = %dir.display(), base = base.0, "deleting segment after a gap in the log");
                 doomed.extend(bases[i..].iter().copied());
                 break;
@@ -224,7 +227,15 @@ impl PartitionLog {
             }
             None => {
                 segments.push_back(
-                    Segment::create(dir, Offset(0), &config, now, &env.zero_fill).await?,
+                    Segment::create(
+                        dir,
+                        Offset(0),
+                        &config,
+                        now,
+                        &env.zero_fill,
+                        Some(&env.pool),
+                    )
+                    .await?,
                 );
                 sync_dir(dir).await?;
             }
@@ -242,6 +253,7 @@ impl PartitionLog {
             env,
             state: RefCell::new(LogState {
                 segments,
+                unretired: VecDeque::new(),
                 producers: ProducerStates::default(),
                 log_start,
                 log_end,
@@ -501,8 +513,16 @@ impl PartitionLog {
         let base = shared.state.borrow().log_end;
         let now = shared.env.clock.now_ms();
         let config = shared.config.borrow().clone();
-        let segment =
-            Segment::create(&shared.dir, base, &config, now, &shared.env.zero_fill).await?;
+        let env = &shared.env;
+        let segment = Segment::create(
+            &shared.dir,
+            base,
+            &config,
+            now,
+            &env.zero_fill,
+            Some(&env.pool),
+        )
+        .await?;
         sync_dir(&shared.dir).await?;
         let mut st = shared.state.borrow_mut();
         st.segments

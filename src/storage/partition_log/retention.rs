@@ -1,12 +1,48 @@
 //! Retention: deleting whole sealed segments from the start of the log by age or size.
 
+use std::rc::Rc;
+
+use glommio::io::DmaFile;
+
 use super::PartitionLog;
 use crate::storage::{
     batch_cache::SegmentKey,
+    log_env::LogEnv,
     segment::{Segment, SegmentPaths},
     segment_index::NO_TIMESTAMP,
-    Result,
+    Offset, Result,
 };
+
+/// A segment taken out of its log, on its way to the shard's pool (or deletion).
+pub(super) struct Retired {
+    key: SegmentKey,
+    paths: SegmentPaths,
+    log_file: Option<Rc<DmaFile>>,
+    next_offset: Offset,
+}
+
+impl Retired {
+    /// `segment`, just removed from the log with id `log_id`.
+    pub(super) fn new(log_id: u64, segment: Segment) -> Retired {
+        Retired {
+            key: SegmentKey {
+                log_id,
+                base_offset: segment.base().0,
+            },
+            next_offset: segment.next_offset(),
+            paths: segment.paths,
+            log_file: Some(segment.log_file),
+        }
+    }
+
+    /// Drops its cached batches and hands its files to the shard's pool.
+    async fn retire(&mut self, env: &LogEnv) -> Result<()> {
+        env.cache.remove_segment(self.key);
+        env.pool
+            .retire(self.paths.clone(), self.log_file.take(), self.next_offset)
+            .await
+    }
+}
 
 impl PartitionLog {
     /// Deletes whole sealed segments from the start of the log that are past
@@ -22,7 +58,7 @@ impl PartitionLog {
             return Ok(0);
         }
         let _maintenance = self.lock_maintenance().await?;
-        let doomed: Vec<(SegmentPaths, SegmentKey)> = {
+        let doomed: Vec<Retired> = {
             let mut st = shared.state.borrow_mut();
             let mut total: u64 = st.segments.iter().map(Segment::size).sum();
             let mut n = 0;
@@ -52,23 +88,31 @@ impl PartitionLog {
             }
             removed
                 .into_iter()
-                .map(|s| {
-                    (
-                        s.paths.clone(),
-                        SegmentKey {
-                            log_id: shared.env.id,
-                            base_offset: s.base().0,
-                        },
-                    )
-                })
+                .map(|s| Retired::new(shared.env.id, s))
                 .collect()
         };
         let n = doomed.len();
         shared.env.metrics.retention_deleted.inc_by(n as u64);
-        for (paths, key) in doomed {
-            shared.env.cache.remove_segment(key);
-            Segment::delete_files(paths).await?;
-        }
+        self.retire(doomed).await?;
         Ok(n)
+    }
+
+    /// Hands segments just taken out of the log to the shard's pool, oldest first, after
+    /// any that an earlier failure left. A failure stops there and keeps the rest for
+    /// the next call: files must leave the directory oldest first, or a reopened log
+    /// would find a gap between a leftover and the segments after it.
+    pub(super) async fn retire(&self, segments: Vec<Retired>) -> Result<()> {
+        let shared = &self.shared;
+        shared.state.borrow_mut().unretired.extend(segments);
+        loop {
+            let next = shared.state.borrow_mut().unretired.pop_front();
+            let Some(mut retired) = next else {
+                return Ok(());
+            };
+            if let Err(e) = retired.retire(&shared.env).await {
+                shared.state.borrow_mut().unretired.push_front(retired);
+                return Err(e);
+            }
+        }
     }
 }

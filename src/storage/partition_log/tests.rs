@@ -21,6 +21,7 @@ pub(super) async fn start_storage(dir: &Path) -> ShardStorage {
             },
             cache_bytes_max: 1 << 20,
             metrics: Default::default(),
+            recycle: Default::default(),
         },
         Clock::System,
     )

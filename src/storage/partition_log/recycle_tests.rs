@@ -1,0 +1,261 @@
+//! Recycled segment files on real files: retention hands segments to the shard's pool,
+//! new segments overwrite them, and neither a crash with a recycled active segment nor
+//! a recycle stopped at any file-system step (failpoints, as a crash would stop it)
+//! loses a durable batch or lets a stale byte be read.
+
+use std::collections::BTreeMap;
+
+use weir_client::record_batch::build_batch;
+
+use super::*;
+use crate::{
+    metrics::StorageMetrics,
+    storage::{
+        failpoint,
+        record_batch::RecordBatch,
+        segment_pool::RecycleConfig,
+        shard_storage::ShardStorageConfig,
+        test_support::{run, test_dir},
+        Clock, FlushConfig, ShardStorage,
+    },
+};
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 16 << 10,
+        retention_bytes_max: Some(48 << 10),
+        ..LogConfig::default()
+    }
+}
+
+async fn start(dir: &Path, metrics: StorageMetrics) -> ShardStorage {
+    ShardStorage::start(
+        ShardStorageConfig {
+            data_dir: dir.join("shard-0"),
+            flush: FlushConfig {
+                interval: std::time::Duration::ZERO,
+                ..FlushConfig::default()
+            },
+            cache_bytes_max: 0,
+            metrics,
+            recycle: RecycleConfig {
+                bytes_max: 1 << 20,
+                delete_rate: 0,
+            },
+        },
+        Clock::System,
+    )
+    .await
+    .expect("start")
+}
+
+async fn open(storage: &ShardStorage, dir: &Path, topic: &str) -> PartitionLog {
+    storage
+        .open_log(&dir.join(format!("{topic}-0")), config())
+        .await
+        .expect("open")
+        .0
+}
+
+/// What a stored batch must read back as: everything but its base offset and leader
+/// epoch, which the log assigns.
+fn identity(batch: &[u8]) -> Vec<u8> {
+    let mut id = batch[8..12].to_vec();
+    id.extend_from_slice(&batch[16..]);
+    id
+}
+
+/// Appends `n` durable batches of two ~1 KiB records (each batch's bytes its own),
+/// enforcing retention after each; returns base offset → identity.
+async fn write(log: &PartitionLog, seed: u64, n: u64) -> BTreeMap<u64, Vec<u8>> {
+    let mut written = BTreeMap::new();
+    for i in 0..n {
+        let fill = (seed * 1000 + i) as u8 | 1;
+        let bytes = build_batch(2, &[fill; 1000], (seed * 1000 + i) as i64);
+        let payload = ProducePayload::validate(Bytes::from(bytes.clone()), 1 << 20).expect("valid");
+        let appended = log.append(&payload, 0).await.expect("append");
+        written.insert(appended.base_offset.0, identity(&bytes));
+        appended.durable.await.expect("durable");
+        log.enforce_retention().await.expect("retention");
+    }
+    written
+}
+
+/// Every batch from the log start to the high watermark, checking that offsets are
+/// dense; base offset → identity.
+async fn read_all(log: &PartitionLog) -> BTreeMap<u64, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut next = log.log_start_offset().0;
+    while next < log.high_watermark().0 {
+        let read = log.read(Offset(next), 1 << 20).await.expect("read");
+        let mut rest: &[u8] = &read.records;
+        assert!(
+            !rest.is_empty(),
+            "a read below the high watermark returns batches"
+        );
+        while !rest.is_empty() {
+            let (batch, tail) = RecordBatch::validate_stored(rest, 1 << 20).expect("intact");
+            assert_eq!(batch.base_offset() as u64, next, "dense");
+            out.insert(next, identity(&rest[..batch.len()]));
+            next += batch.offset_count();
+            rest = tail;
+        }
+    }
+    out
+}
+
+/// The entries of `written` from `start` on.
+fn from(written: &BTreeMap<u64, Vec<u8>>, start: u64) -> BTreeMap<u64, Vec<u8>> {
+    written
+        .range(start..)
+        .map(|(k, v)| (*k, v.clone()))
+        .collect()
+}
+
+#[test]
+fn deleted_segments_are_reused_and_a_crash_reads_no_stale_byte() {
+    let dir = test_dir();
+    let root = dir.path().to_path_buf();
+    let written = run({
+        let root = root.clone();
+        async move {
+            let metrics = StorageMetrics::default();
+            let storage = start(&root, metrics.clone()).await;
+            let log = open(&storage, &root, "t").await;
+            let written = write(&log, 1, 120).await;
+            assert!(
+                metrics.recycled_segments.get() >= 5,
+                "segments reuse retired files: {}",
+                metrics.recycled_segments.get()
+            );
+            let start = log.log_start_offset().0;
+            assert!(start > 0, "retention ran");
+            assert_eq!(read_all(&log).await, from(&written, start));
+            // The active segment overwrites a file that still holds older batches past
+            // its data: what a crash now leaves for recovery.
+            let active = log
+                .shared
+                .state
+                .borrow()
+                .segments
+                .back()
+                .map(|s| (s.paths.log.clone(), s.size()));
+            let (path, size) = active.expect("active segment");
+            let on_disk = std::fs::read(&path).expect("read active");
+            assert!(
+                on_disk[size as usize..].iter().any(|&b| b != 0),
+                "stale bytes past the data ({} of {} bytes are data)",
+                size,
+                on_disk.len()
+            );
+            written
+            // Dropped without closing: a crash.
+        }
+    });
+    run(async move {
+        let storage = start(&root, StorageMetrics::default()).await;
+        let log = open(&storage, &root, "t").await;
+        let start = log.log_start_offset().0;
+        let end = *written.keys().last().expect("written") + 2;
+        assert_eq!(log.high_watermark().0, end, "every durable batch is back");
+        assert_eq!(read_all(&log).await, from(&written, start));
+        // Appends continue after the recovered end, and a clean reopen agrees.
+        let more = write(&log, 2, 30).await;
+        log.close().await.expect("close");
+        let log = open(&storage, &root, "t").await;
+        let mut all = written;
+        all.extend(more);
+        assert_eq!(read_all(&log).await, from(&all, log.log_start_offset().0));
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+#[test]
+fn a_file_goes_only_to_a_segment_above_every_offset_it_held() {
+    let dir = test_dir();
+    run(async move {
+        let metrics = StorageMetrics::default();
+        let storage = start(dir.path(), metrics.clone()).await;
+        let high = open(&storage, dir.path(), "high").await;
+        write(&high, 3, 60).await;
+        assert!(storage.pool().files() > 0, "retention filled the pool");
+        let before = metrics.recycled_segments.get();
+        // A new partition starts at offset 0, below every pooled file's batches.
+        let low = open(&storage, dir.path(), "low").await;
+        let low_written = write(&low, 4, 20).await;
+        assert_eq!(
+            read_all(&low).await,
+            from(&low_written, low.log_start_offset().0)
+        );
+        let pooled_for_low = metrics.recycled_segments.get() - before;
+        let files = storage.pool().files();
+        assert!(
+            files > 0 || pooled_for_low > 0,
+            "the pool holds files (or low's own were recycled)"
+        );
+        assert!(
+            storage.pool().take(Offset(0), 16 << 10).is_none(),
+            "none for offset 0"
+        );
+        low.close().await.expect("close");
+        high.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+#[test]
+fn a_recycle_stopped_at_any_step_loses_nothing() {
+    for step in [
+        "recycle remove indexes",
+        "recycle rename log",
+        "recycle claim",
+    ] {
+        let dir = test_dir();
+        let root = dir.path().to_path_buf();
+        let written = run({
+            let root = root.clone();
+            async move {
+                let storage = start(&root, StorageMetrics::default()).await;
+                let log = open(&storage, &root, "t").await;
+                let mut written = write(&log, 5, 40).await;
+                failpoint::arm(step, libc::EIO);
+                // Write until the armed step has run (retention or a roll reached it).
+                for i in 0..40u64 {
+                    let bytes = build_batch(2, &[0x7f; 1000], i as i64);
+                    let payload = ProducePayload::validate(Bytes::from(bytes.clone()), 1 << 20)
+                        .expect("valid");
+                    let appended = log.append(&payload, 0).await.expect("append");
+                    written.insert(appended.base_offset.0, identity(&bytes));
+                    appended.durable.await.expect("durable");
+                    let _ = log.enforce_retention().await;
+                }
+                assert!(failpoint::check(step).is_none(), "{step} was reached");
+                assert_eq!(
+                    read_all(&log).await,
+                    from(&written, log.log_start_offset().0),
+                    "{step}"
+                );
+                written
+            }
+        });
+        run(async move {
+            let storage = start(&root, StorageMetrics::default()).await;
+            let log = open(&storage, &root, "t").await;
+            let end = *written.keys().last().expect("written") + 2;
+            assert_eq!(
+                log.high_watermark().0,
+                end,
+                "{step}: every durable batch is back"
+            );
+            assert_eq!(
+                read_all(&log).await,
+                from(&written, log.log_start_offset().0),
+                "{step}"
+            );
+            log.enforce_retention().await.expect("retention finishes");
+            log.close().await.expect("close");
+            storage.shutdown().await;
+        });
+    }
+}
