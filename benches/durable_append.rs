@@ -153,6 +153,7 @@ fn durable_append(c: &mut Criterion) {
                 interval: Duration::from_millis(interval_ms),
                 dirty_bytes_max: 64 << 20,
                 mode: FlushMode::Fsync,
+                target_p99: None,
             };
             group.bench_function(
                 BenchmarkId::new(format!("{name}/interval_{interval_ms}ms"), "fsync"),
@@ -164,6 +165,7 @@ fn durable_append(c: &mut Criterion) {
         interval: Duration::from_millis(1),
         dirty_bytes_max: 64 << 20,
         mode: FlushMode::WriteOnly,
+        target_p99: None,
     };
     group.bench_function(BenchmarkId::new("append/interval_1ms", "write_only"), |b| {
         b.iter_custom(|iters| ex.run(durable_appends(iters, write_only, FileGrowth::Append)))

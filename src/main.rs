@@ -291,6 +291,11 @@ struct ServeArgs {
     /// Group-commit interval, e.g. 1ms, 250us, 0 (flush as soon as possible). [default: 1ms]
     #[arg(long, value_name = "DURATION")]
     flush_interval: Option<String>,
+    /// Adaptive group commit: each shard picks its commit interval to keep the p99
+    /// commit wait under this, e.g. 2ms; off for the fixed --flush-interval.
+    /// [default: off]
+    #[arg(long, value_name = "DURATION")]
+    flush_target_p99: Option<String>,
     /// fsync (durable acks) or write-only (comparison runs only). [default: fsync]
     #[arg(long, value_name = "MODE")]
     flush_mode: Option<String>,
@@ -422,6 +427,7 @@ impl ServeArgs {
                 shards: self.shards,
                 cores: self.cores,
                 flush_interval: self.flush_interval,
+                flush_target_p99: self.flush_target_p99,
                 flush_mode: self.flush_mode,
                 flush_bytes: self.flush_bytes,
                 spin_before_park: self.spin_before_park,

@@ -10,7 +10,7 @@ use crate::{
     cluster::config::{cluster_from_flags, ClusterConfig, ClusterFlags},
     net::tls::TlsConfig,
     security::config::{AuthorizerConfig, SaslConfig},
-    storage::{segment_pool::RecycleConfig, FlushMode, LogConfig},
+    storage::{segment_pool::RecycleConfig, FlushConfig, FlushMode, LogConfig},
 };
 
 mod overrides;
@@ -52,8 +52,11 @@ pub struct BrokerConfig {
     pub shards: usize,
     /// Cores to pin the shards to, one per shard; empty pins shard `n` to core `n`.
     pub cores: Vec<usize>,
-    /// Group-commit interval.
+    /// Group-commit interval (when `flush_target_p99` is unset).
     pub flush_interval: Duration,
+    /// Adaptive group commit: each shard picks its interval to keep the p99 commit
+    /// wait under this (`--flush-target-p99`); `None`: the fixed `flush_interval`.
+    pub flush_target_p99: Option<Duration>,
     /// Whether flushes fsync.
     pub flush_mode: FlushMode,
     /// A flush starts before the interval is up once this many bytes wait for it.
@@ -112,6 +115,7 @@ impl Default for BrokerConfig {
             shards: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cores: Vec::new(),
             flush_interval: Duration::from_millis(1),
+            flush_target_p99: None,
             flush_mode: FlushMode::Fsync,
             flush_bytes_max: 16 << 20,
             spin_before_park: Duration::ZERO,
@@ -184,6 +188,16 @@ fn tls_from(
 }
 
 impl BrokerConfig {
+    /// Each shard's group-commit settings.
+    pub fn flush_config(&self) -> FlushConfig {
+        FlushConfig {
+            interval: self.flush_interval,
+            dirty_bytes_max: self.flush_bytes_max,
+            mode: self.flush_mode,
+            target_p99: self.flush_target_p99,
+        }
+    }
+
     /// Replicas of a topic created without a factor: 1 on a single host.
     pub fn default_replication_factor(&self) -> usize {
         self.cluster
@@ -216,6 +230,14 @@ impl BrokerConfig {
         if let Some(i) = o.flush_interval {
             self.flush_interval =
                 parse_duration(&i).map_err(|e| invalid("--flush-interval", e.to_string()))?;
+        }
+        if let Some(t) = o.flush_target_p99 {
+            self.flush_target_p99 = match t.as_str() {
+                "off" | "none" => None,
+                t => Some(
+                    parse_duration(t).map_err(|e| invalid("--flush-target-p99", e.to_string()))?,
+                ),
+            };
         }
         if let Some(m) = o.flush_mode {
             self.flush_mode = match m.as_str() {
@@ -385,6 +407,11 @@ impl BrokerConfig {
                 ));
             }
         }
+        if let Some(t) = self.flush_target_p99 {
+            if t < Duration::from_micros(100) || t > Duration::from_secs(10) {
+                return Err(invalid("--flush-target-p99", "must be within 100us..=10s"));
+            }
+        }
         if self.flush_interval > Duration::from_secs(10) {
             return Err(invalid("--flush-interval", "at most 10s"));
         }
@@ -455,17 +482,18 @@ mod tests {
         let names: Vec<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
-            ["default", "low-latency", "max-throughput", "no-fsync"]
+            ["adaptive", "default", "low-latency", "max-throughput", "no-fsync"]
         );
         let default = BrokerConfig::default();
-        let (_, profile) = &seen[0];
+        let (_, profile) = &seen[1];
         assert_eq!(profile.flush_interval, default.flush_interval);
+        assert_eq!(profile.flush_target_p99, default.flush_target_p99);
         assert_eq!(profile.flush_mode, default.flush_mode);
         assert_eq!(profile.flush_bytes_max, default.flush_bytes_max);
         assert_eq!(profile.spin_before_park, default.spin_before_park);
         assert_eq!(profile.inflight_bytes_max, default.inflight_bytes_max);
         assert_eq!(profile.cache_bytes_max, default.cache_bytes_max);
-        assert_eq!(seen[3].1.flush_mode, FlushMode::WriteOnly);
+        assert_eq!(seen[4].1.flush_mode, FlushMode::WriteOnly);
     }
 
     #[test]

@@ -24,6 +24,8 @@ pub struct ConfigOverrides {
     pub cores: Option<String>,
     /// `--flush-interval DURATION`
     pub flush_interval: Option<String>,
+    /// `--flush-target-p99 DURATION|off`
+    pub flush_target_p99: Option<String>,
     /// `--flush-mode fsync|write-only`
     pub flush_mode: Option<String>,
     /// `--flush-bytes N`
@@ -116,6 +118,7 @@ impl ConfigOverrides {
             shards: self.shards.or(below.shards),
             cores: self.cores.or(below.cores),
             flush_interval: self.flush_interval.or(below.flush_interval),
+            flush_target_p99: self.flush_target_p99.or(below.flush_target_p99),
             flush_mode: self.flush_mode.or(below.flush_mode),
             flush_bytes: self.flush_bytes.or(below.flush_bytes),
             spin_before_park: self.spin_before_park.or(below.spin_before_park),

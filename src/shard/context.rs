@@ -27,8 +27,7 @@ use crate::{
     replication::{lag_report::ReplicaLags, Replication},
     storage::{
         partition_log::{claim_dir, cut_log, Claim, Truncation},
-        Clock, FlushConfig, LogConfig, PartitionLog, ShardStorage, ShardStorageConfig,
-        StorageError,
+        Clock, LogConfig, PartitionLog, ShardStorage, ShardStorageConfig, StorageError,
     },
 };
 
@@ -156,11 +155,7 @@ impl ShardContext {
         let storage = ShardStorage::start(
             ShardStorageConfig {
                 data_dir: config.data_dir.join(format!("shard-{}", id.0)),
-                flush: FlushConfig {
-                    interval: config.flush_interval,
-                    mode: config.flush_mode,
-                    dirty_bytes_max: config.flush_bytes_max,
-                },
+                flush: config.flush_config(),
                 cache_bytes_max: config.cache_bytes_max,
                 metrics: metrics.storage.clone(),
                 recycle: config.recycle,

@@ -170,6 +170,10 @@ pub struct FlushConfig {
     pub dirty_bytes_max: u64,
     /// Durable or write-only.
     pub mode: FlushMode,
+    /// When set, the interval is the adaptive controller's to choose (see
+    /// `flush_control`), keeping each round's p99 commit wait under this; `interval`
+    /// is then unused.
+    pub target_p99: Option<Duration>,
 }
 
 impl Default for FlushConfig {
@@ -178,6 +182,7 @@ impl Default for FlushConfig {
             interval: Duration::from_millis(1),
             dirty_bytes_max: 16 << 20,
             mode: FlushMode::Fsync,
+            target_p99: None,
         }
     }
 }

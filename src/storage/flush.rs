@@ -43,6 +43,7 @@ use super::{
     config::{FlushConfig, FlushMode},
     error::{Result, StorageError},
     failpoint,
+    flush_control::{FlushController, RoundSample},
 };
 use crate::metrics::StorageMetrics;
 
@@ -86,6 +87,9 @@ pub struct SyncFile {
 
 struct SchedulerState {
     config: FlushConfig,
+    /// The interval in force: the configured one, or the controller's choice.
+    interval: Cell<Duration>,
+    control: RefCell<Option<FlushController>>,
     queue: RefCell<Vec<Rc<dyn FlushTarget>>>,
     dirty_bytes: Cell<u64>,
     first_dirty: Cell<Option<Instant>>,
@@ -155,6 +159,12 @@ impl FlushScheduler {
     pub fn with_metrics(config: FlushConfig, metrics: StorageMetrics) -> FlushScheduler {
         FlushScheduler {
             state: Rc::new(SchedulerState {
+                interval: Cell::new(if config.target_p99.is_some() {
+                    Duration::ZERO
+                } else {
+                    config.interval
+                }),
+                control: RefCell::new(None),
                 config,
                 queue: RefCell::new(Vec::new()),
                 dirty_bytes: Cell::new(0),
@@ -172,6 +182,11 @@ impl FlushScheduler {
     /// The settings in force.
     pub fn config(&self) -> FlushConfig {
         self.state.config
+    }
+
+    /// The interval in force: fixed, or the adaptive controller's latest choice.
+    pub fn interval(&self) -> Duration {
+        self.state.interval.get()
     }
 
     /// Flush rounds completed so far.
@@ -230,6 +245,13 @@ impl FlushScheduler {
     pub async fn run(self) {
         let s = Rc::clone(&self.state);
         let sync = s.config.mode == FlushMode::Fsync;
+        if let Some(target) = s.config.target_p99 {
+            *s.control.borrow_mut() =
+                Some(FlushController::new(target, Instant::now(), reactor_time()));
+        }
+        s.metrics
+            .flush_interval
+            .set(s.interval.get().as_micros() as i64);
         loop {
             WaitFor {
                 state: &s,
@@ -239,9 +261,10 @@ impl FlushScheduler {
             if s.queue.borrow().is_empty() {
                 return;
             }
-            if !s.config.interval.is_zero() {
+            let interval = s.interval.get();
+            if !interval.is_zero() {
                 let started = s.first_dirty.get().unwrap_or_else(Instant::now);
-                let left = s.config.interval.saturating_sub(started.elapsed());
+                let left = interval.saturating_sub(started.elapsed());
                 let full = WaitFor {
                     state: &s,
                     ready: |s: &SchedulerState| {
@@ -255,6 +278,7 @@ impl FlushScheduler {
             let targets = std::mem::take(&mut *s.queue.borrow_mut());
             let round_bytes = s.dirty_bytes.get();
             let began = Instant::now();
+            let first_dirty = s.first_dirty.get().unwrap_or(began);
             s.dirty_bytes.set(0);
             s.first_dirty.set(None);
             let mut writes = Vec::new();
@@ -284,6 +308,17 @@ impl FlushScheduler {
                     .observe((round_time - write_time).as_secs_f64());
             }
             m.round_partitions.observe(logs as f64);
+            if let Some(control) = s.control.borrow_mut().as_mut() {
+                control.record(RoundSample {
+                    commit_wait: began.duration_since(first_dirty) + round_time,
+                    round: round_time,
+                    sync: round_time - write_time,
+                });
+                if let Some(decision) = control.tick(Instant::now(), reactor_time()) {
+                    s.interval.set(decision.interval);
+                    m.flush_interval.set(decision.interval.as_micros() as i64);
+                }
+            }
             m.round_bytes.inc_by(round_bytes);
             if round_time >= SLOW_ROUND {
                 m.slow_rounds.inc();
@@ -314,6 +349,11 @@ impl FlushScheduler {
             w.wake();
         }
     }
+}
+
+/// The shard reactor's run time so far (tasks and I/O polling, not spinning or sleep).
+fn reactor_time() -> Duration {
+    glommio::executor().executor_stats().total_runtime()
 }
 
 /// Makes a round durable once all its writes are done: fdatasyncs every file whose
@@ -408,6 +448,7 @@ mod tests {
             interval: Duration::from_millis(interval_ms),
             dirty_bytes_max,
             mode: FlushMode::Fsync,
+            target_p99: None,
         });
         let task = glommio::spawn_local(s.clone().run());
         (s, task)

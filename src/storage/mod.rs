@@ -28,6 +28,7 @@ pub mod config;
 pub mod error;
 mod failpoint;
 pub mod flush;
+pub mod flush_control;
 pub mod log_env;
 pub mod partition_log;
 pub mod producer_state;

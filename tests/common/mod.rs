@@ -57,6 +57,7 @@ pub fn fsync_every(interval: Duration) -> FlushConfig {
         interval,
         dirty_bytes_max: 64 << 20,
         mode: FlushMode::Fsync,
+        target_p99: None,
     }
 }
 
