@@ -288,12 +288,13 @@ struct ServeArgs {
     /// Cores to pin the shards to, one per shard, e.g. 1,3. [default: 0..shards]
     #[arg(long, value_name = "LIST")]
     cores: Option<String>,
-    /// Group-commit interval, e.g. 1ms, 250us, 0 (flush as soon as possible). [default: 1ms]
+    /// A fixed group-commit interval, e.g. 1ms, 250us, 0 (flush as soon as possible),
+    /// instead of the adaptive one. [default: adaptive, see --flush-target-p99]
     #[arg(long, value_name = "DURATION")]
     flush_interval: Option<String>,
     /// Adaptive group commit: each shard picks its commit interval to keep the p99
     /// commit wait under this, e.g. 2ms; off for the fixed --flush-interval.
-    /// [default: off]
+    /// [default: 2ms]
     #[arg(long, value_name = "DURATION")]
     flush_target_p99: Option<String>,
     /// fsync (durable acks) or write-only (comparison runs only). [default: fsync]
@@ -302,7 +303,8 @@ struct ServeArgs {
     /// Start a group commit early once this many bytes wait for it. [default: 16777216]
     #[arg(long, value_name = "BYTES")]
     flush_bytes: Option<u64>,
-    /// Poll this long for work before an idle shard sleeps, e.g. 200us. [default: 0]
+    /// Poll this long for work before an idle shard sleeps, e.g. 200us; 0 on a machine
+    /// shared with other work (tuning/shared.toml). [default: 500us]
     #[arg(long, value_name = "DURATION")]
     spin_before_park: Option<String>,
     /// Create topics on first use. [default: true]

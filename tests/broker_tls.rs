@@ -260,6 +260,7 @@ fn bad_tls_settings_stop_the_start_with_a_message() {
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_weir"))
             .arg("serve")
+            .args(["--config", common::broker::SHARED_PROFILE])
             .args([
                 "--data-dir",
                 dir.path().join("data").to_str().expect("utf-8"),

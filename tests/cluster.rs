@@ -378,6 +378,7 @@ fn a_single_host_data_directory_joins_as_a_one_host_cluster() {
     let controller = common::broker::free_port();
     let mut host = Command::new(env!("CARGO_BIN_EXE_weir"))
         .arg("serve")
+        .args(["--config", common::broker::SHARED_PROFILE])
         .args(["--node-id", "1"])
         .args([
             "--controller-quorum-voters",

@@ -115,10 +115,12 @@ impl Default for BrokerConfig {
             shards: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cores: Vec::new(),
             flush_interval: Duration::from_millis(1),
-            flush_target_p99: None,
+            // The adaptive group commit, polling before sleeping: best on a dedicated
+            // host (tuning/RESULTS.md); tuning/shared.toml is the lighter setting.
+            flush_target_p99: Some(Duration::from_millis(2)),
             flush_mode: FlushMode::Fsync,
             flush_bytes_max: 16 << 20,
-            spin_before_park: Duration::ZERO,
+            spin_before_park: Duration::from_micros(500),
             auto_create_topics: true,
             default_partitions: 1,
             log_level: "info".into(),
@@ -207,6 +209,8 @@ impl BrokerConfig {
 
     /// Applies overrides on top of `self` and validates the result.
     pub fn apply(mut self, o: ConfigOverrides) -> Result<BrokerConfig, ConfigError> {
+        // A fixed interval asked for without a target means a fixed interval.
+        let fixed_interval = o.flush_interval.is_some() && o.flush_target_p99.is_none();
         if let Some(listen) = o.listen {
             self.listen = listen.parse().map_err(|_| {
                 invalid(
@@ -230,6 +234,9 @@ impl BrokerConfig {
         if let Some(i) = o.flush_interval {
             self.flush_interval =
                 parse_duration(&i).map_err(|e| invalid("--flush-interval", e.to_string()))?;
+        }
+        if fixed_interval {
+            self.flush_target_p99 = None;
         }
         if let Some(t) = o.flush_target_p99 {
             self.flush_target_p99 = match t.as_str() {
@@ -482,10 +489,17 @@ mod tests {
         let names: Vec<&str> = seen.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
-            ["adaptive", "default", "low-latency", "max-throughput", "no-fsync"]
+            [
+                "default",
+                "fixed-1ms",
+                "low-latency",
+                "max-throughput",
+                "no-fsync",
+                "shared"
+            ]
         );
         let default = BrokerConfig::default();
-        let (_, profile) = &seen[1];
+        let (_, profile) = &seen[0];
         assert_eq!(profile.flush_interval, default.flush_interval);
         assert_eq!(profile.flush_target_p99, default.flush_target_p99);
         assert_eq!(profile.flush_mode, default.flush_mode);
@@ -561,6 +575,14 @@ mod tests {
             .expect("valid");
         assert_eq!(c.shards, 1);
         assert_eq!(c.flush_interval, Duration::from_millis(2));
+        assert_eq!(c.flush_target_p99, None, "a fixed interval turns adaptive off");
+        let adaptive = BrokerConfig::default()
+            .apply(ConfigOverrides {
+                flush_target_p99: Some("5ms".into()),
+                ..ConfigOverrides::default()
+            })
+            .expect("valid");
+        assert_eq!(adaptive.flush_target_p99, Some(Duration::from_millis(5)));
         let bad = ConfigOverrides {
             flush_mode: Some("sometimes".into()),
             ..ConfigOverrides::default()

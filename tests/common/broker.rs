@@ -8,6 +8,11 @@ use std::{
     time::{Duration, Instant},
 };
 
+/// The test suite's broker settings: `tuning/shared.toml`, the lighter setting for a
+/// machine shared with other work (shards sleep when idle instead of polling), since
+/// tests run several brokers and clients on two cores.
+pub const SHARED_PROFILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tuning/shared.toml");
+
 /// True when `addr` answers an ApiVersions request. A TCP connect alone is not enough:
 /// after a SIGKILL the dead process's listening socket can linger for a few
 /// milliseconds (io_uring releases its files asynchronously) and accept connections.
@@ -95,6 +100,7 @@ impl Broker {
     fn spawn(&mut self) {
         let child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .arg("serve")
+            .args(["--config", SHARED_PROFILE])
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
             .args(["--shards", &self.shards.to_string()])
             .args([

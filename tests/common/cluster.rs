@@ -70,6 +70,7 @@ impl Host {
             None => Command::new(weir),
         };
         c.arg("serve")
+            .args(["--config", super::broker::SHARED_PROFILE])
             .args(["--node-id", &self.id.to_string()])
             .args(["--controller-quorum-voters", &self.voters])
             .args(["--listen", &self.bootstrap()])
