@@ -3,8 +3,9 @@
 //! throttle), then runs at 70% of it with the group committing every second while the
 //! broker's RSS is sampled every second. Checked: no errors, every message consumed,
 //! the rate held, memory flat after the warm-up (no window's mean RSS more than 5% above
-//! the first window's), and p99.9 latency (end-to-end and produce) in the last window
-//! no worse than twice the first window's plus 5 ms. A short run — a debug build on a
+//! the first window's), and no one-second window's p99.9 latency (end-to-end and
+//! produce) above three times the run's median one-second p99.9. It also reports the
+//! bytes the data directory's device wrote per byte produced (`/proc/diskstats`). A short run — a debug build on a
 //! shared CI machine — runs at 50% and asserts only what does not depend on the
 //! machine's other load: no errors, nothing lost, memory growth under 20% (a leak of
 //! 1 MiB/s would show as +30%). Its rate and latency (p99 of the first and last fifth)
@@ -172,17 +173,21 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
     // holds). A short run scales the broker's data down — segments, retention, batch
     // cache — so its memory reaches its working size within the warm-up, as a long
     // run's does within two minutes.
-    let data_settings: [&str; 6] = if long {
-        [
+    // A long run is the dedicated-host soak: the default settings (shards poll before
+    // sleeping), where the test suite's brokers run tuning/shared.toml.
+    let data_settings: Vec<&str> = if long {
+        vec![
             "--segment-bytes",
             "268435456",
             "--retention-bytes",
             "1073741824",
             "--cache-bytes",
             "268435456",
+            "--spin-before-park",
+            "500us",
         ]
     } else {
-        [
+        vec![
             "--segment-bytes",
             "16777216",
             "--retention-bytes",
@@ -220,6 +225,8 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
     println!("maximum durable e2e throughput {max_rate:.0} msgs/s; soaking at {rate:.0} msgs/s for {seconds} s");
 
     let sampler = RssSampler::start(pid, Duration::from_secs(1));
+    let device = diskstats::device_of(&broker.data_dir);
+    let written_before = device.as_deref().and_then(diskstats::bytes_written);
     let soak = e2e(
         &broker,
         &out.join("soak"),
@@ -236,19 +243,22 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
         ],
     );
     let rss = sampler.stop();
+    let device_written = written_before
+        .zip(device.as_deref().and_then(diskstats::bytes_written))
+        .map(|(before, after)| after.saturating_sub(before));
 
     let run = Duration::from_secs(seconds);
-    // What must stay steady: a long run's p99.9 within twice the first minute's plus
-    // 5 ms; a short run's p99 within three times plus 20 ms.
-    let (warm_up, window, growth_max, (quantile, factor, slack_ms)) = if long {
+    // Memory after the warm-up, window by window; latency of the first and last window
+    // reported (p99.9 of a minute in a long run, p99 of a fifth in a short one).
+    let (warm_up, window, growth_max, quantile) = if long {
         (
             Duration::from_secs(120),
             Duration::from_secs(60),
             0.05,
-            (0.999, 2.0, 5.0),
+            0.999,
         )
     } else {
-        (run / 2, run / 5, 0.20, (0.99, 3.0, 20.0))
+        (run / 2, run / 5, 0.20, 0.99)
     };
     let settled: Vec<u64> = rss
         .iter()
@@ -281,6 +291,22 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
     let produce_first = at("produce", &first, 0.999);
     let produce_last = at("produce", &last, 0.999);
     let produced = soak["produce"]["messages"].as_u64().expect("produced");
+    // Every one-second window's p99.9 against the run's median of them.
+    let per_second = |metric: &str| -> (f64, f64) {
+        let mut p: Vec<f64> = p999_series(&series(metric), Duration::from_secs(1), run)
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        p.sort_by(f64::total_cmp);
+        (
+            p.get(p.len() / 2).copied().unwrap_or(0.0),
+            p.last().copied().unwrap_or(0.0),
+        )
+    };
+    let (e2e_median, e2e_worst) = per_second("e2e");
+    let (produce_median, produce_worst) = per_second("produce");
+    let produced_bytes = produced * 1024;
+    let write_ratio = device_written.map(|w| w as f64 / produced_bytes as f64);
     let report = serde_json::json!({
         "seconds": seconds,
         "max_msgs_per_s": max_rate,
@@ -299,6 +325,13 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
         "e2e_p999_ms_last_window": e2e_last,
         "produce_p999_ms_first_window": produce_first,
         "produce_p999_ms_last_window": produce_last,
+        "e2e_p999_ms_one_second_median": e2e_median,
+        "e2e_p999_ms_one_second_worst": e2e_worst,
+        "produce_p999_ms_one_second_median": produce_median,
+        "produce_p999_ms_one_second_worst": produce_worst,
+        "device": device,
+        "device_bytes_written": device_written,
+        "device_bytes_per_produced_byte": write_ratio,
         "window_s": window.as_secs(),
         "warm_up_s": warm_up.as_secs(),
     });
@@ -382,18 +415,56 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
     );
     for metric in ["e2e", "produce"] {
         let (first, last) = (at(metric, &first, quantile), at(metric, &last, quantile));
-        let steady = last <= factor * first + slack_ms;
         println!(
-            "{metric} p{}: {first:.2} ms in the first window, {last:.2} ms in the last ({})",
+            "{metric} p{}: {first:.2} ms in the first window, {last:.2} ms in the last",
             quantile * 100.0,
+        );
+    }
+    // What must stay steady in the long run: no one-second window's p99.9 above three
+    // times the run's median one-second p99.9.
+    for (metric, median, worst) in [
+        ("e2e", e2e_median, e2e_worst),
+        ("produce", produce_median, produce_worst),
+    ] {
+        let steady = worst <= 3.0 * median;
+        println!(
+            "{metric} one-second p99.9: median {median:.2} ms, worst {worst:.2} ms ({})",
             if steady { "steady" } else { "NOT steady" }
         );
         if long {
             assert!(
                 steady,
-                "{metric} p{} went from {first:.2} ms in the first window to {last:.2} ms in the last",
-                quantile * 100.0
+                "{metric}: a one-second p99.9 of {worst:.2} ms, the median one {median:.2} ms"
             );
         }
+    }
+}
+
+/// The device's write counter, from `/proc/diskstats`: how many bytes reach the disk
+/// per byte produced.
+mod diskstats {
+    use std::{os::unix::fs::MetadataExt, path::Path};
+
+    /// The `/proc/diskstats` name of the device holding `path`.
+    pub fn device_of(path: &Path) -> Option<String> {
+        let dev = std::fs::metadata(path).ok()?.dev();
+        let (major, minor) = (libc::major(dev), libc::minor(dev));
+        let stats = std::fs::read_to_string("/proc/diskstats").ok()?;
+        stats.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 9 && f[0] == major.to_string() && f[1] == minor.to_string())
+                .then(|| f[2].to_string())
+        })
+    }
+
+    /// Bytes written to `device` since boot (sectors written × 512).
+    pub fn bytes_written(device: &str) -> Option<u64> {
+        let stats = std::fs::read_to_string("/proc/diskstats").ok()?;
+        stats.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 9 && f[2] == device)
+                .then(|| f[9].parse::<u64>().ok().map(|s| s * 512))
+                .flatten()
+        })
     }
 }

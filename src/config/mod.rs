@@ -575,7 +575,10 @@ mod tests {
             .expect("valid");
         assert_eq!(c.shards, 1);
         assert_eq!(c.flush_interval, Duration::from_millis(2));
-        assert_eq!(c.flush_target_p99, None, "a fixed interval turns adaptive off");
+        assert_eq!(
+            c.flush_target_p99, None,
+            "a fixed interval turns adaptive off"
+        );
         let adaptive = BrokerConfig::default()
             .apply(ConfigOverrides {
                 flush_target_p99: Some("5ms".into()),

@@ -5,19 +5,24 @@
 //! What it measures, per round: the *commit wait* — from the first append the round
 //! carries to the round's end, i.e. the longest any acknowledgement in it waited for the
 //! group commit — and the round's fdatasync time. Per control period
-//! ([`PERIOD`], 100 ms): the p99 of the commit waits, and how busy the shard's reactor
-//! was (its run time over wall time, spinning excluded).
+//! ([`PERIOD`], 100 ms): the p99 of the commit waits, the device's *flush load* (the
+//! fdatasync time of the period's rounds over the period: how much of the time a device
+//! cache flush was in progress), and how busy the shard's reactor was (its run time over
+//! wall time, spinning excluded).
 //!
 //! How it reacts, once per period:
 //! - p99 commit wait above the target: the interval halves (to zero below
 //!   [`STEP`]) — latency first, at once;
-//! - reactor busy ≥ [`BUSY_HIGH`] and the flushes take a real share of each round
-//!   ([`SYNC_SHARE`]): the shard is saturated and its rounds are device-bound, so fewer,
-//!   larger rounds buy throughput; the interval grows by [`STEP`] while the p99 stays
-//!   under [`HEADROOM`] of the target;
-//! - otherwise, with CPU to spare, there is nothing to buy with waiting: the interval
-//!   halves towards zero (a zero interval still batches everything that arrived during
-//!   the previous round, so rounds grow with the load by themselves).
+//! - flush load ≥ [`FLUSH_LOAD_HIGH`], or the reactor saturated (busy ≥ [`BUSY_HIGH`])
+//!   with fdatasync a large share of each round ([`SYNC_SHARE`]): many small rounds are
+//!   queueing flushes at the device (200 partitions at 100 msgs/s each make ~10,000
+//!   rounds a second with a zero interval), so fewer, larger rounds cost less: the
+//!   interval grows by [`STEP`] while the p99 stays under [`HEADROOM`] of the target;
+//! - flush load below [`FLUSH_LOAD_LOW`] (and not saturated on flushes): nothing to buy
+//!   with waiting — a CPU-bound shard gains nothing from fewer flushes — so the interval
+//!   halves towards zero (a zero interval still batches everything that
+//!   arrived during the previous round, so rounds grow with the load by themselves);
+//! - in between it holds, so it does not flap at the edge.
 //!
 //! Bounds: the interval stays within `[0, target / 2]`. Durability is never traded: the
 //! controller only moves *when* a round starts; every acknowledgement still waits for its
@@ -35,8 +40,15 @@ pub const STEP: Duration = Duration::from_micros(25);
 /// Reactor busy fraction at which the shard counts as saturated.
 pub const BUSY_HIGH: f64 = 0.9;
 
-/// Share of round time spent in fdatasync above which rounds count as device-bound.
+/// Share of round time spent in fdatasync above which a saturated shard's rounds count
+/// as device-bound.
 pub const SYNC_SHARE: f64 = 0.5;
+
+/// Flush load (fdatasync time over wall time) at which rounds are merged.
+pub const FLUSH_LOAD_HIGH: f64 = 0.3;
+
+/// Flush load under which (with CPU to spare) the interval falls back towards zero.
+pub const FLUSH_LOAD_LOW: f64 = 0.15;
 
 /// The interval only grows while the p99 commit wait is below this share of the target.
 pub const HEADROOM: f64 = 0.7;
@@ -75,6 +87,8 @@ pub struct Decision {
     pub p99: Duration,
     /// Reactor busy fraction over the period.
     pub busy: f64,
+    /// fdatasync time over the period's wall time.
+    pub flush_load: f64,
     /// The interval from now on.
     pub interval: Duration,
 }
@@ -130,16 +144,20 @@ impl FlushController {
         } else {
             self.sync_time.as_secs_f64() / self.round_time.as_secs_f64()
         };
+        let flush_load = (self.sync_time.as_secs_f64() / wall.as_secs_f64()).min(1.0);
+        let saturated_on_flushes = busy_fraction >= BUSY_HIGH && sync_share >= SYNC_SHARE;
         self.interval = if p99 > self.target {
             halve(self.interval)
-        } else if busy_fraction >= BUSY_HIGH && sync_share >= SYNC_SHARE {
+        } else if flush_load >= FLUSH_LOAD_HIGH || saturated_on_flushes {
             if p99.as_secs_f64() < HEADROOM * self.target.as_secs_f64() {
                 (self.interval + STEP).min(self.interval_max())
             } else {
                 self.interval
             }
-        } else {
+        } else if flush_load < FLUSH_LOAD_LOW {
             halve(self.interval)
+        } else {
+            self.interval
         };
         self.period_start = now;
         self.busy_at_start = busy;
@@ -149,6 +167,7 @@ impl FlushController {
         Some(Decision {
             p99,
             busy: busy_fraction,
+            flush_load,
             interval: self.interval,
         })
     }
@@ -241,11 +260,16 @@ mod tests {
     }
 
     #[test]
-    fn spare_cpu_or_cheap_flushes_bring_the_interval_back_to_zero() {
+    fn spare_cpu_and_an_idle_device_bring_the_interval_back_to_zero() {
         let mut d = Driven::new(4 * MS);
         d.drive(40, 0.97, device_bound(MS));
         assert!(d.c.interval() > Duration::ZERO);
-        let out = d.drive(10, 0.5, device_bound(MS));
+        let idle_device = RoundSample {
+            commit_wait: MS,
+            round: Duration::from_micros(400),
+            sync: Duration::from_micros(50),
+        };
+        let out = d.drive(10, 0.5, idle_device);
         assert_eq!(
             out.last().expect("decided").interval,
             Duration::ZERO,
@@ -263,6 +287,22 @@ mod tests {
             Duration::ZERO,
             "CPU-bound rounds gain nothing from waiting"
         );
+    }
+
+    #[test]
+    fn a_device_busy_flushing_gets_larger_rounds_even_with_cpu_to_spare() {
+        let mut d = Driven::new(4 * MS);
+        let out = d.drive(8, 0.3, device_bound(MS));
+        assert_eq!(out.last().expect("decided").interval, 8 * STEP, "{out:?}");
+        assert!(out[0].flush_load >= FLUSH_LOAD_HIGH);
+        // Between the thresholds it holds.
+        let middling = RoundSample {
+            commit_wait: MS,
+            round: Duration::from_micros(400),
+            sync: Duration::from_micros(200),
+        };
+        let out = d.drive(5, 0.3, middling);
+        assert!(out.iter().all(|o| o.interval == 8 * STEP), "{out:?}");
     }
 
     #[test]
