@@ -47,7 +47,8 @@ for i, fraction in enumerate(STEPS):
     n = 0
     for l in run.stderr.splitlines():
         m = line.search(l)
-        if m:
+        # The line after the last whole second covers only the run's tail.
+        if m and n < STEP_SECONDS:
             n += 1
             seconds.append((start + n, float(m.group(1)), float(m.group(3)), max_rate * fraction))
 stop.set()
@@ -57,7 +58,7 @@ json.dump({"seconds": seconds, "interval_samples": samples, "steps": STEPS,
 # Three panels sharing the time axis.
 W, H, LEFT, TOP, GAP = 900, 170, 80, 40, 60
 end = max([s[0] for s in seconds] + [s[0] for s in samples] + [1])
-parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W + 120}" height="{TOP + 3 * (H + GAP)}" '
+parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W + 210}" height="{TOP + 3 * (H + GAP)}" '
          f'font-family="sans-serif"><rect width="100%" height="100%" fill="white"/>']
 
 

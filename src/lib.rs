@@ -34,7 +34,8 @@
 //!    `storage/partition_log/mod.rs` assigns offsets and hands the batch to the active
 //!    `storage/segment.rs`, whose `storage/segment_appender.rs` copies it into an aligned
 //!    chunk; the log queues itself for the shard's group commit.
-//! 4. `storage/flush.rs`, the shard's flush loop, runs a round: every queued log's
+//! 4. `storage/flush.rs`, the shard's flush loop, runs a round (when its interval, fixed
+//!    or chosen by `storage/flush_control.rs`, has passed): every queued log's
 //!    chunks are written with O_DIRECT (`storage/partition_log/flush_target.rs`), one
 //!    fdatasync covers the round, the high watermarks move, and the appends'
 //!    `storage/partition_log/durable.rs` futures resolve.

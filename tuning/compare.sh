@@ -6,6 +6,8 @@
 #   half  the same at a fixed rate of half the `default` profile's maximum
 #   low   the same at a tenth of it
 #   many  200 partitions at 100 msgs/s each (20,000 msgs/s), acks=all
+# then the step load of benches/step_load.sh (the adaptive group commit's interval
+# under a load that steps up and down),
 # and once, against `no-fsync`, loadgen's producer vs confluent-kafka's (librdkafka) with
 # the same message size, batching, acks and partitions (8, so the broker is not the
 # limit).
@@ -67,6 +69,9 @@ taskset -c $LOADGEN_CORE "$py" tuning/confluent_produce.py 127.0.0.1:$PORT ref-c
   3000000 1024 $BATCH 8 > "$runs/reference/confluent.json"
 stop_broker
 cat "$runs/reference/confluent.json"
+
+echo "== step load (default profile)"
+bash benches/step_load.sh
 
 tables=()
 for scenario in max half low many; do
@@ -153,6 +158,15 @@ Latency counts from each message's scheduled send time, so a stall shows up in f
 
 {table('many')}
 ![many](results/many.svg)
+
+## The adaptive group commit under a step load
+
+`bash benches/step_load.sh` (run by this script): the default profile, one partition,
+10% → 30% → 60% → 90% → 100% → 60% → 30% → 10% of the measured maximum, 8 s a step;
+the produce rate, the interval the controller chose (`weir_flush_interval_microseconds`,
+read every 200 ms) and the produce p99, per second.
+
+![step load](results/step-load.svg)
 """)
 PY
 echo "wrote tuning/RESULTS.md"

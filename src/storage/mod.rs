@@ -8,13 +8,15 @@
 //!    [`segment`], whose [`segment_appender`] copies it, with the broker's `baseOffset`
 //!    written over the producer's, into an aligned in-memory chunk, and whose
 //!    [`segment_index`] records an index entry every `index_interval_bytes`;
-//! 3. [`flush`] runs one group commit per shard: every dirty log's chunks are written
-//!    with O_DIRECT and fdatasynced concurrently, then the high watermark moves and the
-//!    appends' [`partition_log::Durable`] futures resolve;
+//! 3. [`flush`] runs one group commit per shard, when its interval (fixed, or chosen by
+//!    [`flush_control`]) has passed: every dirty log's chunks are written with O_DIRECT
+//!    and fdatasynced concurrently, then the high watermark moves and the appends'
+//!    [`partition_log::Durable`] futures resolve;
 //! 4. the written chunks stay in the shard's [`batch_cache`], so reads of the tail
 //!    ([`segment_reader`]) come from memory; older data is read with aligned DMA reads.
 //!
-//! [`recovery`] repairs a segment on open; [`shard_storage`] owns the per-shard parts.
+//! [`recovery`] repairs a segment on open; [`shard_storage`] owns the per-shard parts;
+//! [`segment_pool`] recycles deleted segments' files into new segments.
 //!
 //! On disk, a partition is a directory of segments named by their 20-digit base offset:
 //! `.log` (batches exactly as Kafka stores them), `.index` and `.timeindex` (Kafka's

@@ -162,7 +162,7 @@ impl Segment {
         pool: Option<&SegmentPool>,
     ) -> Result<Segment> {
         let paths = SegmentPaths::new(dir, base);
-        let taken = pool.and_then(|p| p.take(base, config.segment_bytes).map(|f| (p, f)));
+        let taken = pool.and_then(|p| p.take(dir, base, config.segment_bytes).map(|f| (p, f)));
         let prewritten = match taken {
             Some((pool, file)) => match pool.claim(&file, &paths.log).await {
                 Ok(()) => Some(file.prewritten()),

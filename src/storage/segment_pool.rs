@@ -6,26 +6,31 @@
 //! to 130–650 ms one to four times in ten minutes of a soak with retention). Growing a
 //! new segment's file costs again: zeros written ahead of the data (see
 //! [`super::zero_fill`]) double the bytes the device writes. So a segment that retention
-//! or DeleteRecords removes gives its log file to this pool instead (renamed into
-//! `<shard dir>/recycle/`; its two small index files are deleted), and the next segment
-//! created on the shard takes a file from the pool (renamed to its own name) and
-//! overwrites it in place: allocated, written blocks, no trim, no zero-fill, and a
-//! group commit's fdatasync stays a bare device flush.
+//! or DeleteRecords removes keeps its log file, renamed `<stale_below>.recycled` in its
+//! partition's directory (its two small index files are deleted), and the partition's
+//! next segment takes it (renamed to its own name) and overwrites it in place:
+//! allocated, written blocks, no trim, no zero-fill, and a group commit's fdatasync
+//! stays a bare device flush. In steady state a partition's retention frees about one
+//! segment per segment it rolls, so its own files are enough.
 //!
-//! Stale bytes are never data. A pooled file's name records `stale_below`: one past the
-//! highest offset any batch in it can carry (its last segment's next offset; by
-//! induction every earlier life's offsets are lower still). A file is only given to a
-//! segment whose base offset is at least that, so every stale batch fails recovery's
-//! rule that a batch's base offset continues the offsets before it, and recovery ends the
-//! log at the first stale byte as it ends it at a torn write. Readers never go past a
-//! segment's flushed end. A retired file is only renamed once nobody holds it open, so an
-//! in-flight read never sees it overwritten.
+//! Stale bytes are never data. A recycled file's name records `stale_below`: one past
+//! the highest offset any batch in it can carry (its last segment's next offset; by
+//! induction every earlier life's offsets are lower still). A file only goes to a new
+//! segment of the same partition whose base offset is at least that — so every stale
+//! batch fails recovery's rule that a batch's base offset continues the offsets before
+//! it, and recovery ends the log at the first stale byte as it ends it at a torn write.
+//! (Another partition's offsets are unrelated: partitions that grow in step would put
+//! equal offsets at equal positions, which is why files never cross partitions.)
+//! Readers never go past a segment's flushed end, and a retired file is only renamed
+//! once nobody holds it open, so an in-flight read never sees it overwritten.
 //!
-//! The pool is bounded ([`RecycleConfig::bytes_max`]); a file that does not fit is
-//! deleted in steps paced at [`RecycleConfig::delete_rate`], so the device never sees a
-//! burst of discards. Every step is a rename or a removal: a crash at any point leaves
-//! either the segment in its partition directory (retention removes it again), or the
-//! file in the pool, or a file queued for deletion that the next start deletes.
+//! The shard bounds the bytes its partitions keep ([`RecycleConfig::bytes_max`]); a file
+//! that does not fit is moved to `<shard dir>/recycle/` and deleted in steps paced at
+//! [`RecycleConfig::delete_rate`] — faster only while more than the bound waits, so
+//! deleting always keeps up with retention. Every step is a rename or a removal, made
+//! durable by a directory fsync: a crash at any point leaves the segment where it was
+//! (retention removes it again), a recycled file (taken in again when the partition
+//! opens), or a file queued for deletion (deleted after the next start).
 
 use std::{
     cell::{Cell, RefCell},
@@ -42,10 +47,13 @@ use super::{
     StorageError,
 };
 
-/// The pool's directory under a shard's storage directory.
+/// Where a shard's files waiting for deletion go, under its storage directory.
 pub const POOL_DIR: &str = "recycle";
 
-/// Suffix of a pooled file waiting to be deleted.
+/// Suffix of a recycled log file in a partition directory.
+pub const RECYCLED_SUFFIX: &str = ".recycled";
+
+/// Suffix of a file waiting to be deleted.
 const DOOMED_SUFFIX: &str = ".delete";
 
 /// A file handed to a segment may exceed its segment size by this much (its last batch
@@ -63,20 +71,20 @@ const DELETE_STEP_BYTES: u64 = 1 << 20;
 /// Settings of a shard's segment pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecycleConfig {
-    /// Bytes of retired log files kept for reuse; 0 turns recycling off (deleted
-    /// segments are then deleted, still paced).
+    /// Bytes of retired log files the shard's partitions keep for reuse; 0 turns
+    /// recycling off (deleted segments are then deleted, still paced).
     pub bytes_max: u64,
-    /// Bytes per second freed when a file is deleted rather than kept.
+    /// Bytes per second freed when a file is deleted rather than kept, while no more
+    /// than `bytes_max` waits for deletion (beyond, as fast as the device takes it).
     pub delete_rate: u64,
 }
 
 impl Default for RecycleConfig {
     fn default() -> RecycleConfig {
         RecycleConfig {
-            // Two default-sized segments: enough for a shard whose partitions roll and
-            // expire at a steady pace to reuse every file, without holding much disk
-            // that retention was asked to free.
-            bytes_max: 2 << 30,
+            // Four default-sized segments: retention, which runs every 10 s, may free a
+            // few segments of a partition at once that its next rolls then take.
+            bytes_max: 4 << 30,
             // ext4 trims freed blocks at its journal commit (every 5 s): 8 MiB/s keeps a
             // commit's trim to ~40 MiB, which this disk absorbs without a visible stall.
             delete_rate: 8 << 20,
@@ -84,7 +92,7 @@ impl Default for RecycleConfig {
     }
 }
 
-/// A log file in the pool.
+/// A recycled log file in a partition directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pooled {
     path: PathBuf,
@@ -100,6 +108,10 @@ impl Pooled {
     pub fn prewritten(&self) -> u64 {
         align_down(self.bytes)
     }
+
+    fn dir(&self) -> Option<&Path> {
+        self.path.parent()
+    }
 }
 
 struct PoolInner {
@@ -107,7 +119,7 @@ struct PoolInner {
     config: RecycleConfig,
     files: RefCell<Vec<Pooled>>,
     next_seq: Cell<u64>,
-    doomed: RefCell<Vec<PathBuf>>,
+    doomed: RefCell<Vec<(PathBuf, u64)>>,
     deleting: Cell<bool>,
     recycled: Counter,
 }
@@ -118,10 +130,10 @@ pub struct SegmentPool {
     inner: Rc<PoolInner>,
 }
 
-fn parse_pooled(name: &str) -> Option<(u64, Offset)> {
-    let stem = name.strip_suffix(".log")?;
-    let (seq, stale) = stem.split_once('-')?;
-    Some((seq.parse().ok()?, Offset(stale.parse().ok()?)))
+fn parse_recycled(name: &str) -> Option<Offset> {
+    let stem = name.strip_suffix(RECYCLED_SUFFIX)?;
+    (stem.len() == 20).then_some(())?;
+    stem.parse().ok().map(Offset)
 }
 
 fn remove_if_present(path: &Path) -> Result<()> {
@@ -138,87 +150,75 @@ fn sync_dir_blocking(dir: &Path) -> Result<()> {
         .map_err(|e| StorageError::io("fsync dir", dir, e))
 }
 
+fn file_len(path: &Path) -> Result<Option<u64>> {
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Some(m.len())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StorageError::io("stat", path, e)),
+    }
+}
+
 impl SegmentPool {
-    /// Opens the pool under `shard_dir`: creates its directory, takes in the files a
-    /// previous run left there (newest first while they fit), and queues the rest and
-    /// any half-deleted ones for paced deletion. `recycled` counts the files reused.
+    /// Opens the pool of the shard whose storage directory is `shard_dir`: creates its
+    /// deletion directory and queues what a previous run left there. `recycled` counts
+    /// the files reused.
     pub async fn open(
         shard_dir: &Path,
         config: RecycleConfig,
         recycled: Counter,
     ) -> Result<SegmentPool> {
         let dir = shard_dir.join(POOL_DIR);
-        let listed = {
+        let doomed = {
             let dir = dir.clone();
             glommio::executor()
-                .spawn_blocking(move || -> Result<_> {
+                .spawn_blocking(move || -> Result<Vec<(PathBuf, u64)>> {
                     std::fs::create_dir_all(&dir)
                         .map_err(|e| StorageError::io("create dir", &dir, e))?;
-                    let mut pooled = Vec::new();
                     let mut doomed = Vec::new();
                     for entry in
                         std::fs::read_dir(&dir).map_err(|e| StorageError::io("list", &dir, e))?
                     {
-                        let entry = entry.map_err(|e| StorageError::io("list", &dir, e))?;
-                        let path = entry.path();
-                        let name = entry.file_name().to_string_lossy().into_owned();
-                        match parse_pooled(&name) {
-                            Some((seq, stale_below)) => {
-                                let bytes = entry
-                                    .metadata()
-                                    .map_err(|e| StorageError::io("stat", &path, e))?
-                                    .len();
-                                pooled.push((
-                                    seq,
-                                    Pooled {
-                                        path,
-                                        stale_below,
-                                        bytes,
-                                    },
-                                ));
-                            }
-                            None => doomed.push(path),
-                        }
+                        let path = entry.map_err(|e| StorageError::io("list", &dir, e))?.path();
+                        let bytes = file_len(&path)?.unwrap_or(0);
+                        doomed.push((path, bytes));
                     }
-                    Ok((pooled, doomed))
+                    Ok(doomed)
                 })
                 .await?
         };
-        let (mut pooled, doomed) = listed;
-        pooled.sort_by_key(|(seq, _)| std::cmp::Reverse(*seq));
-        let next_seq = pooled.first().map_or(0, |(seq, _)| seq + 1);
         let pool = SegmentPool {
             inner: Rc::new(PoolInner {
                 dir,
                 config,
                 files: RefCell::new(Vec::new()),
-                next_seq: Cell::new(next_seq),
+                next_seq: Cell::new(0),
                 doomed: RefCell::new(doomed),
                 deleting: Cell::new(false),
                 recycled,
             }),
         };
-        let mut kept = 0u64;
-        for (_, file) in pooled {
-            if kept + file.bytes <= config.bytes_max {
-                kept += file.bytes;
-                pool.inner.files.borrow_mut().push(file);
-            } else {
-                pool.inner.doomed.borrow_mut().push(file.path);
-            }
-        }
         pool.delete_doomed();
         Ok(pool)
     }
 
-    /// Bytes of files in the pool, ready for reuse.
+    /// Bytes of files kept for reuse, across the shard's partitions.
     pub fn bytes(&self) -> u64 {
         self.inner.files.borrow().iter().map(|f| f.bytes).sum()
     }
 
-    /// Files in the pool, ready for reuse.
+    /// Files kept for reuse, across the shard's partitions.
     pub fn files(&self) -> usize {
         self.inner.files.borrow().len()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn paths(&self) -> Vec<PathBuf> {
+        self.inner
+            .files
+            .borrow()
+            .iter()
+            .map(|f| f.path.clone())
+            .collect()
     }
 
     /// Files waiting for (or in) paced deletion.
@@ -226,14 +226,61 @@ impl SegmentPool {
         self.inner.doomed.borrow().len() + usize::from(self.inner.deleting.get())
     }
 
+    /// Takes in the recycled files of the partition directory `dir`, as its log opens:
+    /// those that fit the bound are kept for its segments, the rest deleted paced.
+    pub async fn adopt(&self, dir: &Path) -> Result<()> {
+        let owned = dir.to_path_buf();
+        let found = glommio::executor()
+            .spawn_blocking(move || -> Result<Vec<Pooled>> {
+                let mut found = Vec::new();
+                let entries = match std::fs::read_dir(&owned) {
+                    Ok(entries) => entries,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
+                    Err(e) => return Err(StorageError::io("list", &owned, e)),
+                };
+                for entry in entries {
+                    let entry = entry.map_err(|e| StorageError::io("list", &owned, e))?;
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    if let Some(stale_below) = parse_recycled(&name) {
+                        let path = entry.path();
+                        if let Some(bytes) = file_len(&path)? {
+                            found.push(Pooled {
+                                path,
+                                stale_below,
+                                bytes,
+                            });
+                        }
+                    }
+                }
+                Ok(found)
+            })
+            .await?;
+        for file in found {
+            if self.bytes() + file.bytes <= self.inner.config.bytes_max {
+                self.inner.files.borrow_mut().push(file);
+            } else {
+                self.doom(file.path, file.bytes).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets the files of partition directory `dir` (its log closed or was deleted;
+    /// [`adopt`](Self::adopt) takes them in again when it opens).
+    pub fn forget(&self, dir: &Path) {
+        self.inner
+            .files
+            .borrow_mut()
+            .retain(|f| f.dir() != Some(dir));
+    }
+
     /// Takes the files of a segment that was just removed from its log: deletes its
-    /// index files, then — once nobody else holds `log_file` — moves its log into the
-    /// pool when it fits, or deletes it paced when it does not. `stale_below` is the
-    /// segment's next offset. Fails only on an I/O error (the files then stay where
-    /// they are, which a reopened log treats as a segment retention has yet to delete).
-    ///
-    /// `log_file` is the segment's open log, `None` on a retry after a failure (it was
-    /// waited for then).
+    /// index files, then — once nobody else holds `log_file` — keeps its log as a
+    /// recycled file of its partition when the shard's bound allows, or deletes it
+    /// paced. `stale_below` is the segment's next offset; `log_file` its open log,
+    /// `None` on a retry after a failure (it was waited for then). Fails only on an I/O
+    /// error (the files then stay where they are, which a reopened log treats as a
+    /// segment retention has yet to delete).
     pub async fn retire(
         &self,
         paths: SegmentPaths,
@@ -250,79 +297,75 @@ impl SegmentPool {
             // Still held (a read stuck for seconds): its fd keeps a deleted inode readable.
             recyclable = Rc::strong_count(&log_file) == 1;
         }
-        let seq = self.inner.next_seq.get();
-        self.inner.next_seq.set(seq + 1);
-        let pooled_path = self
-            .inner
-            .dir
-            .join(format!("{seq:020}-{:020}.log", stale_below.0));
-        let doomed_path = self.inner.dir.join(format!("{seq:020}{DOOMED_SUFFIX}"));
+        let kept_path = paths
+            .log
+            .with_file_name(format!("{:020}{RECYCLED_SUFFIX}", stale_below.0));
         let room = self.inner.config.bytes_max.saturating_sub(self.bytes());
-        let dir = self.inner.dir.clone();
         // Failpoints are per thread: looked up here, injected on the blocking pool.
         let fail_remove = failpoint::check("recycle remove indexes");
         let fail_rename = failpoint::check("recycle rename log");
-        let moved = glommio::executor()
-            .spawn_blocking(move || -> Result<Option<(PathBuf, Option<u64>)>> {
+        let kept = glommio::executor()
+            .spawn_blocking(move || -> Result<Option<(PathBuf, u64, bool)>> {
                 if let Some(e) = fail_remove {
                     return Err(StorageError::io("remove", &paths.index, e));
                 }
                 remove_if_present(&paths.index)?;
                 remove_if_present(&paths.time_index)?;
-                let bytes = match std::fs::metadata(&paths.log) {
-                    Ok(m) => m.len(),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                    Err(e) => return Err(StorageError::io("stat", &paths.log, e)),
+                let Some(bytes) = file_len(&paths.log)? else {
+                    return Ok(None);
                 };
                 let keep = recyclable && bytes > 0 && bytes <= room;
-                let to = if keep { pooled_path } else { doomed_path };
+                if !keep {
+                    return Ok(Some((paths.log, bytes, false)));
+                }
                 if let Some(e) = fail_rename {
                     return Err(StorageError::io("rename", &paths.log, e));
                 }
-                std::fs::rename(&paths.log, &to)
+                std::fs::rename(&paths.log, &kept_path)
                     .map_err(|e| StorageError::io("rename", &paths.log, e))?;
-                sync_dir_blocking(&dir)?;
-                Ok(Some((to, keep.then_some(bytes))))
+                if let Some(dir) = kept_path.parent() {
+                    sync_dir_blocking(dir)?;
+                }
+                Ok(Some((kept_path, bytes, true)))
             })
             .await?;
-        let Some((to, kept)) = moved else {
-            return Ok(());
-        };
         match kept {
-            Some(bytes) => self.inner.files.borrow_mut().push(Pooled {
-                path: to,
+            Some((path, bytes, true)) => self.inner.files.borrow_mut().push(Pooled {
+                path,
                 stale_below,
                 bytes,
             }),
-            None => {
-                self.inner.doomed.borrow_mut().push(to);
-                self.delete_doomed();
-            }
+            Some((path, bytes, false)) => self.doom(path, bytes).await?,
+            None => {}
         }
         Ok(())
     }
 
-    /// Takes a file for a new segment based at `base` of at most `segment_bytes`: the
-    /// largest one whose stale batches all lie below `base` and that is not much larger
-    /// than the segment will grow. `None` when there is none.
-    pub fn take(&self, base: Offset, segment_bytes: u64) -> Option<Pooled> {
+    /// Takes a file for a new segment of the partition in `dir` based at `base` that
+    /// grows to at most `segment_bytes`: the largest of the partition's files whose
+    /// stale batches all lie below `base` and that is not much larger than the segment
+    /// will grow. `None` when there is none.
+    pub fn take(&self, dir: &Path, base: Offset, segment_bytes: u64) -> Option<Pooled> {
         let mut files = self.inner.files.borrow_mut();
         let i = files
             .iter()
             .enumerate()
-            .filter(|(_, f)| f.stale_below <= base && f.bytes <= segment_bytes + OVERSIZE_BYTES)
+            .filter(|(_, f)| {
+                f.dir() == Some(dir)
+                    && f.stale_below <= base
+                    && f.bytes <= segment_bytes + OVERSIZE_BYTES
+            })
             .max_by_key(|(_, f)| f.bytes)
             .map(|(i, _)| i)?;
         self.inner.recycled.inc();
         Some(files.swap_remove(i))
     }
 
-    /// Renames `file` (from [`take`](Self::take)) to `to`, a new segment's log path, and
-    /// makes the rename durable in both directories before the segment takes appends:
-    /// a group commit's fdatasync of an overwrite commits no directory entry.
+    /// Renames `file` (from [`take`](Self::take)) to `to`, a new segment's log path in
+    /// the same directory, and makes the rename durable before the segment takes
+    /// appends: a group commit's fdatasync of an overwrite commits no directory entry.
     pub async fn claim(&self, file: &Pooled, to: &Path) -> Result<()> {
         let (from, to) = (file.path.clone(), to.to_path_buf());
-        let pool_dir = self.inner.dir.clone();
         let fail = failpoint::check("recycle claim");
         glommio::executor()
             .spawn_blocking(move || {
@@ -330,12 +373,32 @@ impl SegmentPool {
                     return Err(StorageError::io("rename", &from, e));
                 }
                 std::fs::rename(&from, &to).map_err(|e| StorageError::io("rename", &from, e))?;
-                if let Some(parent) = to.parent() {
-                    sync_dir_blocking(parent)?;
+                match to.parent() {
+                    Some(dir) => sync_dir_blocking(dir),
+                    None => Ok(()),
                 }
-                sync_dir_blocking(&pool_dir)
             })
             .await
+    }
+
+    /// Moves `path` (`bytes` long) to the shard's deletion directory and queues it for
+    /// paced deletion.
+    async fn doom(&self, path: PathBuf, bytes: u64) -> Result<()> {
+        let seq = self.inner.next_seq.get();
+        self.inner.next_seq.set(seq + 1);
+        let to = self
+            .inner
+            .dir
+            .join(format!("{}-{seq}{DOOMED_SUFFIX}", std::process::id()));
+        let moved = to.clone();
+        glommio::executor()
+            .spawn_blocking(move || {
+                std::fs::rename(&path, &moved).map_err(|e| StorageError::io("rename", &path, e))
+            })
+            .await?;
+        self.inner.doomed.borrow_mut().push((to, bytes));
+        self.delete_doomed();
+        Ok(())
     }
 
     /// Starts the paced deleter when files wait and it is not running.
@@ -348,8 +411,13 @@ impl SegmentPool {
         glommio::spawn_local(async move {
             loop {
                 let next = inner.doomed.borrow_mut().pop();
-                let Some(path) = next else { break };
-                if let Err(e) = delete_paced(&path, inner.config.delete_rate).await {
+                let Some((path, _)) = next else { break };
+                let backlog = Rc::clone(&inner);
+                let behind = move || {
+                    backlog.doomed.borrow().iter().map(|(_, b)| b).sum::<u64>()
+                        > backlog.config.bytes_max
+                };
+                if let Err(e) = delete_paced(&path, inner.config.delete_rate, behind).await {
                     tracing::warn!(path = %path.display(), error = %e, "cannot delete a retired segment file; the next start retries");
                 }
             }
@@ -360,9 +428,9 @@ impl SegmentPool {
 }
 
 /// Deletes `path` by shrinking it [`DELETE_STEP_BYTES`] at a time at `rate` bytes per
-/// second (0: at once), then unlinking it. Each step is a short call on the blocking
-/// pool.
-pub async fn delete_paced(path: &Path, rate: u64) -> Result<()> {
+/// second (0: at once) — without pausing while `behind` says the deletions fall behind
+/// — then unlinking it. Each step is a short call on the blocking pool.
+pub async fn delete_paced(path: &Path, rate: u64, behind: impl Fn() -> bool) -> Result<()> {
     let blocking = glommio::executor();
     let owned = path.to_path_buf();
     let opened = blocking
@@ -390,7 +458,9 @@ pub async fn delete_paced(path: &Path, rate: u64) -> Result<()> {
                     Err(e) => Err(StorageError::io("truncate", &owned, e)),
                 })
                 .await?;
-            glommio::timer::sleep(pause).await;
+            if !behind() {
+                glommio::timer::sleep(pause).await;
+            }
         }
     }
     let owned = path.to_path_buf();

@@ -196,6 +196,7 @@ impl PartitionLog {
         config.validate()?;
         let now = env.clock.now_ms();
         let bases = list_segments(dir).await?;
+        env.pool.adopt(dir).await?;
         let mut segments: VecDeque<Segment> = VecDeque::new();
         let mut reports = Vec::new();
         let mut doomed = Vec::new();
@@ -652,6 +653,7 @@ impl PartitionLog {
             }
         }
         shared.env.cache.remove_log(shared.env.id);
+        shared.env.pool.forget(&shared.dir);
         self.wake_waiters();
         match flushed {
             // The appends that the fence failed were told so; closing itself succeeded.
@@ -667,6 +669,7 @@ impl PartitionLog {
             st.closed = true;
         }
         Rc::clone(&self.shared.env.cache).remove_log(self.shared.env.id);
+        self.shared.env.pool.forget(&self.shared.dir);
         self.wake_waiters();
         let dir = self.shared.dir.clone();
         glommio::executor()

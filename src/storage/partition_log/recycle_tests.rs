@@ -172,32 +172,49 @@ fn deleted_segments_are_reused_and_a_crash_reads_no_stale_byte() {
 }
 
 #[test]
-fn a_file_goes_only_to_a_segment_above_every_offset_it_held() {
+fn files_stay_in_their_partition_and_go_only_above_every_offset_they_held() {
     let dir = test_dir();
     run(async move {
         let metrics = StorageMetrics::default();
         let storage = start(dir.path(), metrics.clone()).await;
         let high = open(&storage, dir.path(), "high").await;
         write(&high, 3, 60).await;
-        assert!(storage.pool().files() > 0, "retention filled the pool");
+        assert!(storage.pool().files() > 0, "retention kept files");
         let before = metrics.recycled_segments.get();
-        // A new partition starts at offset 0, below every pooled file's batches.
+        // A new partition starts at offset 0, below every kept file's batches, and
+        // never takes another partition's files.
         let low = open(&storage, dir.path(), "low").await;
-        let low_written = write(&low, 4, 20).await;
+        let low_written = write(&low, 4, 10).await;
         assert_eq!(
             read_all(&low).await,
             from(&low_written, low.log_start_offset().0)
         );
-        let pooled_for_low = metrics.recycled_segments.get() - before;
-        let files = storage.pool().files();
-        assert!(
-            files > 0 || pooled_for_low > 0,
-            "the pool holds files (or low's own were recycled)"
+        assert_eq!(
+            metrics.recycled_segments.get(),
+            before,
+            "no file crossed partitions"
         );
+        let high_dir = dir.path().join("high-0");
         assert!(
-            storage.pool().take(Offset(0), 16 << 10).is_none(),
-            "none for offset 0"
+            storage
+                .pool()
+                .take(&high_dir, Offset(0), 16 << 10)
+                .is_none(),
+            "none below the offsets a file held"
         );
+        let of_high = |storage: &ShardStorage| {
+            let paths = storage.pool().paths();
+            paths.iter().filter(|p| p.starts_with(&high_dir)).count()
+        };
+        let kept = of_high(&storage);
+        let end = high.offsets().log_end;
+        assert!(storage.pool().take(&high_dir, end, 16 << 10).is_some());
+        // Closing forgets a partition's files; opening takes in what is on disk again
+        // (the file taken above was never claimed, so it is still there).
+        high.close().await.expect("close");
+        assert_eq!(of_high(&storage), 0);
+        let high = open(&storage, dir.path(), "high").await;
+        assert_eq!(of_high(&storage), kept);
         low.close().await.expect("close");
         high.close().await.expect("close");
         storage.shutdown().await;
