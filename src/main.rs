@@ -354,7 +354,7 @@ struct ServeArgs {
     compaction_rate: Option<u64>,
     /// Bytes of deleted segments' files each shard keeps to reuse for new segments, 0 to
     /// delete them (new segments then grow by writing zeros ahead).
-    /// [default: 2147483648, 2 GiB]
+    /// [default: 4294967296, 4 GiB]
     #[arg(long, value_name = "BYTES")]
     recycle_bytes: Option<u64>,
     /// Bytes per second a shard frees when it deletes segment files it does not keep,

@@ -20,6 +20,8 @@
 //! leave out the first half for memory, compare the first and last fifth for latency,
 //! and scale the broker's data down (16 MiB segments, 64 MiB retention, a 32 MiB batch
 //! cache) so it reaches its working size in time.
+//! `WEIR_SOAK_RATE=N` soaks at N msgs/s instead of a share of the maximum;
+//! `WEIR_SOAK_ARGS="--flag value …"` adds broker flags.
 //! Results, including `soak.svg` (RSS and p99.9 over time), loadgen's histogram logs
 //! and the broker's log (slow flush rounds are warnings there), go to `WEIR_SOAK_OUT`
 //! (default `target/soak-runs/<unix time>`); loadgen prints a progress line every second.
@@ -84,13 +86,27 @@ fn quantile_ms(path: &Path, window: std::ops::Range<Duration>, q: f64) -> f64 {
 
 /// p99.9 in milliseconds per `step` of the run, for the plot.
 fn p999_series(path: &Path, step: Duration, end: Duration) -> Vec<(f64, f64)> {
-    let mut out = Vec::new();
-    let mut at = Duration::ZERO;
-    while at < end {
-        out.push((at.as_secs_f64(), quantile_ms(path, at..at + step, 0.999)));
-        at += step;
+    let steps = (end.as_nanos() / step.as_nanos().max(1)) as usize;
+    let mut merged: Vec<Histogram<u64>> = (0..steps)
+        .map(|_| Histogram::new_with_bounds(1_000, 3_600_000_000_000, 3).expect("histogram"))
+        .collect();
+    // One pass over the log: each interval goes to the step it starts in.
+    for (start, h) in hlog_intervals(path) {
+        let i = (start.as_nanos() / step.as_nanos().max(1)) as usize;
+        if let Some(m) = merged.get_mut(i) {
+            m.add(&h).expect("same bounds");
+        }
     }
-    out
+    merged
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            (
+                (step * i as u32).as_secs_f64(),
+                h.value_at_quantile(0.999) as f64 / 1e6,
+            )
+        })
+        .collect()
 }
 
 /// One plotted line: its label, colour and (x, y) points.
@@ -196,6 +212,10 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
             "33554432",
         ]
     };
+    // `WEIR_SOAK_ARGS` adds broker flags (space-separated), to soak other settings.
+    let extra = std::env::var("WEIR_SOAK_ARGS").unwrap_or_default();
+    let mut data_settings = data_settings;
+    data_settings.extend(extra.split_whitespace());
     let broker = Broker::start_on(&dir.path().join("data"), &[broker_core], &data_settings);
     let pid = broker.pid().expect("pid");
 
@@ -220,8 +240,14 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
     let max_rate = max["produce"]["messages_per_second"]
         .as_f64()
         .expect("max rate");
+    // `WEIR_SOAK_RATE` soaks at a given rate instead (to compare builds or settings at
+    // one load); the maximum is still measured and reported.
     let share = if long { LOAD_SHARE } else { SHORT_LOAD_SHARE };
-    let rate = (max_rate * share).floor();
+    let rate = std::env::var("WEIR_SOAK_RATE")
+        .ok()
+        .and_then(|r| r.parse::<f64>().ok())
+        .unwrap_or((max_rate * share).floor());
+    let share = rate / max_rate;
     println!("maximum durable e2e throughput {max_rate:.0} msgs/s; soaking at {rate:.0} msgs/s for {seconds} s");
 
     let sampler = RssSampler::start(pid, Duration::from_secs(1));

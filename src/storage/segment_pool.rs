@@ -65,6 +65,10 @@ const OVERSIZE_BYTES: u64 = 8 << 20;
 /// sealing) before it is deleted rather than recycled.
 const HELD_WAIT: Duration = Duration::from_secs(10);
 
+/// Deletions stop pausing only while more than this (or the pool's bound, if larger)
+/// waits: with recycling off, a few segments queued are still deleted paced.
+const BACKLOG_MIN: u64 = 1 << 30;
+
 /// Bytes freed per step of a paced deletion.
 const DELETE_STEP_BYTES: u64 = 1 << 20;
 
@@ -75,7 +79,8 @@ pub struct RecycleConfig {
     /// recycling off (deleted segments are then deleted, still paced).
     pub bytes_max: u64,
     /// Bytes per second freed when a file is deleted rather than kept, while no more
-    /// than `bytes_max` waits for deletion (beyond, as fast as the device takes it).
+    /// than `bytes_max` (at least 1 GiB) waits for deletion (beyond, as fast as the
+    /// device takes it).
     pub delete_rate: u64,
 }
 
@@ -415,7 +420,7 @@ impl SegmentPool {
                 let backlog = Rc::clone(&inner);
                 let behind = move || {
                     backlog.doomed.borrow().iter().map(|(_, b)| b).sum::<u64>()
-                        > backlog.config.bytes_max
+                        > backlog.config.bytes_max.max(BACKLOG_MIN)
                 };
                 if let Err(e) = delete_paced(&path, inner.config.delete_rate, behind).await {
                     tracing::warn!(path = %path.display(), error = %e, "cannot delete a retired segment file; the next start retries");
