@@ -24,9 +24,9 @@ def sampler():
     while not stop.is_set():
         try:
             text = urllib.request.urlopen(metrics_url, timeout=1).read().decode()
-            m = re.search(r"^weir_flush_interval_microseconds\{[^}]*\} (\S+)$", text, re.M)
+            m = re.search(r"^weir_flush_interval_seconds\{[^}]*\} (\S+)$", text, re.M)
             if m:
-                samples.append((time.monotonic() - t0, float(m.group(1))))
+                samples.append((time.monotonic() - t0, float(m.group(1)) * 1e6))
         except OSError:
             pass
         stop.wait(0.2)

@@ -163,7 +163,7 @@ Latency counts from each message's scheduled send time, so a stall shows up in f
 
 `bash benches/step_load.sh` (run by this script): the default profile, one partition,
 10% → 30% → 60% → 90% → 100% → 60% → 30% → 10% of the measured maximum, 8 s a step;
-the produce rate, the interval the controller chose (`weir_flush_interval_microseconds`,
+the produce rate, the interval the controller chose (`weir_flush_interval_seconds`,
 read every 200 ms) and the produce p99, per second.
 
 ![step load](results/step-load.svg)

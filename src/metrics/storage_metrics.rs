@@ -11,6 +11,9 @@ use super::ShardLabel;
 
 type Histograms = Family<ShardLabel, Histogram, fn() -> Histogram>;
 
+/// A gauge of seconds (a float, as Prometheus base units want).
+pub type SecondsGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
 fn seconds_histogram() -> Histogram {
     // 10 µs to ~5 s: a bare device flush to a stalled disk.
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
@@ -40,7 +43,7 @@ pub(super) struct StorageFamilies {
     retention_deleted: Family<ShardLabel, Counter>,
     fenced: Family<ShardLabel, Counter>,
     recycled_segments: Family<ShardLabel, Counter>,
-    flush_interval: Family<ShardLabel, Gauge>,
+    flush_interval: Family<ShardLabel, SecondsGauge>,
 }
 
 impl StorageFamilies {
@@ -143,9 +146,10 @@ impl StorageFamilies {
             "Segments created by overwriting a retired segment's file from the shard's pool (no trim, no zero-fill)",
             f.recycled_segments.clone(),
         );
-        registry.register(
-            "flush_interval_microseconds",
+        registry.register_with_unit(
+            "flush_interval",
             "Group-commit interval in force: fixed, or chosen by the adaptive controller (--flush-target-p99)",
+            Unit::Seconds,
             f.flush_interval.clone(),
         );
         f
@@ -204,8 +208,8 @@ pub struct StorageMetrics {
     pub fenced: Counter,
     /// Segments created from a recycled file.
     pub recycled_segments: Counter,
-    /// Group-commit interval in force, in microseconds.
-    pub flush_interval: Gauge,
+    /// Group-commit interval in force, in seconds.
+    pub flush_interval: SecondsGauge,
 }
 
 impl std::fmt::Debug for StorageMetrics {

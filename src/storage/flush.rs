@@ -249,9 +249,7 @@ impl FlushScheduler {
             *s.control.borrow_mut() =
                 Some(FlushController::new(target, Instant::now(), reactor_time()));
         }
-        s.metrics
-            .flush_interval
-            .set(s.interval.get().as_micros() as i64);
+        s.metrics.flush_interval.set(s.interval.get().as_secs_f64());
         loop {
             WaitFor {
                 state: &s,
@@ -316,7 +314,7 @@ impl FlushScheduler {
                 });
                 if let Some(decision) = control.tick(Instant::now(), reactor_time()) {
                     s.interval.set(decision.interval);
-                    m.flush_interval.set(decision.interval.as_micros() as i64);
+                    m.flush_interval.set(decision.interval.as_secs_f64());
                 }
             }
             m.round_bytes.inc_by(round_bytes);
