@@ -17,7 +17,7 @@ use super::{
     recovery::{self, RecoveryReport},
     segment_appender::{Chunk, FlushWrite, SegmentAppender, ZeroFillSlot},
     segment_index::{IndexedBatch, NewEntries, OffsetIndex, SegmentIndex, TimeIndex},
-    segment_pool::SegmentPool,
+    segment_pool::{delete_paced, remove_if_present, SegmentPool},
     FilePosition, Offset, Result, StorageError,
 };
 
@@ -105,15 +105,12 @@ async fn cut((file, path, len): (&Rc<DmaFile>, &PathBuf, u64)) -> Result<()> {
 /// rounds touch many partitions with a few records each.
 const INDEX_FLUSH_BYTES: usize = 4096;
 
-/// A deleted segment's log file shrinks this much at a time before it is unlinked.
-/// Freeing a whole segment at once makes a file system mounted with online discard
-/// (`-o discard`, common on cloud disks) issue one large TRIM that stalls the device:
-/// measured on this project's disk, unlinking a 256 MiB segment took 53 ms and held up
-/// concurrent durable produces by 200–380 ms.
-const DELETE_STEP_BYTES: u64 = 8 << 20;
-
-/// Pause between two shrinking steps, leaving the device to the writes in between.
-const DELETE_STEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+/// Pace of [`Segment::delete_files`]: the log shrinks in small steps rather than being
+/// unlinked whole. Freeing a whole segment at once makes a file system mounted with
+/// online discard (`-o discard`, common on cloud disks) issue one large TRIM that stalls
+/// the device: measured on this project's disk, unlinking a 256 MiB segment took 53 ms
+/// and held up concurrent durable produces by 200–380 ms.
+const DELETE_RATE: u64 = 800 << 20;
 
 fn index_due(index: &SegmentAppender) -> bool {
     index.dirty_bytes() >= INDEX_FLUSH_BYTES
@@ -359,50 +356,17 @@ impl Segment {
         }
     }
 
-    /// Deletes the segment's files. The log file is first shrunk in
-    /// [`DELETE_STEP_BYTES`] steps (see there why), each step a short call on the
-    /// blocking thread with a pause on the reactor in between, so other blocking work
-    /// (offset-store syncs) is not held up behind a whole deletion.
+    /// Deletes the segment's files (segments a reopened log cannot reach; retention
+    /// and DeleteRecords hand theirs to [`super::segment_pool`]). The log is first
+    /// shrunk at [`DELETE_RATE`] (see there why), each step a short call on the
+    /// blocking thread, so other blocking work (offset-store syncs) is not held up
+    /// behind a whole deletion.
     pub async fn delete_files(paths: SegmentPaths) -> Result<()> {
-        let blocking = glommio::executor();
-        let log = paths.log.clone();
-        let opened = blocking
+        delete_paced(&paths.log, DELETE_RATE, || false).await?;
+        glommio::executor()
             .spawn_blocking(move || {
-                let file = match std::fs::OpenOptions::new().write(true).open(&log) {
-                    Ok(file) => file,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                    Err(e) => return Err(StorageError::io("open", &log, e)),
-                };
-                let len = file
-                    .metadata()
-                    .map_err(|e| StorageError::io("stat", &log, e))?
-                    .len();
-                Ok(Some((file, len)))
-            })
-            .await?;
-        if let Some((mut file, mut len)) = opened {
-            while len > DELETE_STEP_BYTES {
-                len -= DELETE_STEP_BYTES;
-                let log = paths.log.clone();
-                file = blocking
-                    .spawn_blocking(move || match file.set_len(len) {
-                        Ok(()) => Ok(file),
-                        Err(e) => Err(StorageError::io("truncate", &log, e)),
-                    })
-                    .await?;
-                glommio::timer::sleep(DELETE_STEP_PAUSE).await;
-            }
-        }
-        blocking
-            .spawn_blocking(move || {
-                for p in [&paths.log, &paths.index, &paths.time_index] {
-                    match std::fs::remove_file(p) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(StorageError::io("remove", p, e)),
-                    }
-                }
-                Ok(())
+                remove_if_present(&paths.index)?;
+                remove_if_present(&paths.time_index)
             })
             .await
     }

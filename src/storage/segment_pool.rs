@@ -141,7 +141,8 @@ fn parse_recycled(name: &str) -> Option<Offset> {
     stem.parse().ok().map(Offset)
 }
 
-fn remove_if_present(path: &Path) -> Result<()> {
+/// Removes `path`; one that is already gone is fine.
+pub(crate) fn remove_if_present(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
