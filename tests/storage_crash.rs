@@ -64,11 +64,24 @@ fn locate_batches(dir: &Path) -> Vec<Located> {
 /// Appends `payloads` payloads of random shape, each acknowledged, then stops without
 /// closing. Returns the batches as written.
 fn write_and_crash(dir: &Path, seed: u64, payloads: usize) -> Vec<StoredBatch> {
+    write_with_and_crash(dir, seed, payloads, config(), false)
+}
+
+/// [`write_and_crash`] with `config`, enforcing retention after each payload when
+/// `retention` (then new segments overwrite recycled files); returns the batches from
+/// the log start.
+fn write_with_and_crash(
+    dir: &Path,
+    seed: u64,
+    payloads: usize,
+    config: LogConfig,
+    retention: bool,
+) -> Vec<StoredBatch> {
     let dir = dir.to_path_buf();
     run(async move {
         let storage = start(&dir, fsync_every(Duration::ZERO), 1 << 20, Clock::System).await;
         let (log, _) = storage
-            .open_log(&dir.join("t-0"), config())
+            .open_log(&dir.join("t-0"), config)
             .await
             .expect("open");
         let mut rng = Rng(seed);
@@ -81,6 +94,15 @@ fn write_and_crash(dir: &Path, seed: u64, payloads: usize) -> Vec<StoredBatch> {
                 i as i64,
             );
             append_durably(&log, &p).await;
+            if retention {
+                log.enforce_retention().await.expect("retention");
+            }
+        }
+        if retention {
+            assert!(
+                storage.pool().files() > 0 || payloads < 100,
+                "files retired"
+            );
         }
         read_all(&log, 1 << 20).await
     })
@@ -376,37 +398,7 @@ fn fuzzed_segment_and_index_files_recover_to_an_intact_prefix() {
     assert!(executions > 10);
 }
 
-/// Appends like [`write_and_crash`] to a log whose retention keeps three segments, so
-/// new segments overwrite recycled files, then stops without closing. Returns the
-/// batches from the log start.
-fn write_recycling_and_crash(dir: &Path, seed: u64, payloads: usize) -> Vec<StoredBatch> {
-    let dir = dir.to_path_buf();
-    run(async move {
-        let storage = start(&dir, fsync_every(Duration::ZERO), 1 << 20, Clock::System).await;
-        let (log, _) = storage
-            .open_log(&dir.join("t-0"), recycling_config())
-            .await
-            .expect("open");
-        let mut rng = Rng(seed);
-        for i in 0..payloads {
-            let p = payload(
-                1 + rng.below(3) as usize,
-                1 + rng.below(5) as u32,
-                rng.below(1200) as usize,
-                seed ^ i as u64,
-                i as i64,
-            );
-            append_durably(&log, &p).await;
-            log.enforce_retention().await.expect("retention");
-        }
-        assert!(
-            storage.pool().files() > 0 || payloads < 100,
-            "files retired"
-        );
-        read_all(&log, 1 << 20).await
-    })
-}
-
+/// A log whose retention keeps three segments, so new segments overwrite recycled files.
 fn recycling_config() -> LogConfig {
     LogConfig {
         retention_bytes_max: Some(72 << 10),
@@ -445,7 +437,7 @@ fn recycled_segments_torn_at_the_tail_keep_the_acknowledged_prefix_and_no_stale_
     let mut stale_tails = 0;
     for seed in 400..412u64 {
         let dir = scratch_dir();
-        let written = write_recycling_and_crash(dir.path(), seed, 160);
+        let written = write_with_and_crash(dir.path(), seed, 160, recycling_config(), true);
         let partition = dir.path().join("t-0");
         let mut logs: Vec<PathBuf> = fs::read_dir(&partition)
             .expect("list")

@@ -87,8 +87,8 @@ pub struct SyncFile {
 
 struct SchedulerState {
     config: FlushConfig,
-    /// The interval in force: the configured one, or the controller's choice.
-    interval: Cell<Duration>,
+    /// The adaptive controller, when `config.target_p99` is set (made when the loop
+    /// starts, on the shard's executor).
     control: RefCell<Option<FlushController>>,
     queue: RefCell<Vec<Rc<dyn FlushTarget>>>,
     dirty_bytes: Cell<u64>,
@@ -159,11 +159,6 @@ impl FlushScheduler {
     pub fn with_metrics(config: FlushConfig, metrics: StorageMetrics) -> FlushScheduler {
         FlushScheduler {
             state: Rc::new(SchedulerState {
-                interval: Cell::new(if config.target_p99.is_some() {
-                    Duration::ZERO
-                } else {
-                    config.interval
-                }),
                 control: RefCell::new(None),
                 config,
                 queue: RefCell::new(Vec::new()),
@@ -182,11 +177,6 @@ impl FlushScheduler {
     /// The settings in force.
     pub fn config(&self) -> FlushConfig {
         self.state.config
-    }
-
-    /// The interval in force: fixed, or the adaptive controller's latest choice.
-    pub fn interval(&self) -> Duration {
-        self.state.interval.get()
     }
 
     /// Flush rounds completed so far.
@@ -249,7 +239,7 @@ impl FlushScheduler {
             *s.control.borrow_mut() =
                 Some(FlushController::new(target, Instant::now(), reactor_time()));
         }
-        s.metrics.flush_interval.set(s.interval.get().as_secs_f64());
+        s.metrics.flush_interval.set(s.interval().as_secs_f64());
         loop {
             WaitFor {
                 state: &s,
@@ -259,7 +249,7 @@ impl FlushScheduler {
             if s.queue.borrow().is_empty() {
                 return;
             }
-            let interval = s.interval.get();
+            let interval = s.interval();
             if !interval.is_zero() {
                 let started = s.first_dirty.get().unwrap_or_else(Instant::now);
                 let left = interval.saturating_sub(started.elapsed());
@@ -312,8 +302,7 @@ impl FlushScheduler {
                     round: round_time,
                     sync: round_time - write_time,
                 });
-                if let Some(decision) = control.tick(Instant::now(), reactor_time()) {
-                    s.interval.set(decision.interval);
+                if let Some(decision) = control.tick(began + round_time, reactor_time) {
                     m.flush_interval.set(decision.interval.as_secs_f64());
                 }
             }
@@ -398,6 +387,16 @@ fn copy_error(e: &std::io::Error) -> std::io::Error {
     match e.raw_os_error() {
         Some(errno) => std::io::Error::from_raw_os_error(errno),
         None => std::io::Error::new(e.kind(), e.to_string()),
+    }
+}
+
+impl SchedulerState {
+    /// The interval in force: the adaptive controller's latest choice, or the fixed one.
+    fn interval(&self) -> Duration {
+        self.control
+            .borrow()
+            .as_ref()
+            .map_or(self.config.interval, FlushController::interval)
     }
 }
 

@@ -129,13 +129,15 @@ impl FlushController {
     }
 
     /// Ends the period when [`PERIOD`] has passed since it began: decides the next
-    /// interval from what it measured and starts a new period. `busy` is the reactor's
-    /// run time so far. `None` while the period runs.
-    pub fn tick(&mut self, now: Instant, busy: Duration) -> Option<Decision> {
+    /// interval from what it measured and starts a new period. `busy` gives the
+    /// reactor's run time so far (asked only when a period ends). `None` while the
+    /// period runs.
+    pub fn tick(&mut self, now: Instant, busy: impl FnOnce() -> Duration) -> Option<Decision> {
         let wall = now.saturating_duration_since(self.period_start);
         if wall < PERIOD {
             return None;
         }
+        let busy = busy();
         let busy_fraction =
             (busy.saturating_sub(self.busy_at_start).as_secs_f64() / wall.as_secs_f64()).min(1.0);
         let p99 = self.p99();
@@ -224,18 +226,24 @@ mod tests {
                 }
                 self.now += PERIOD;
                 self.run += PERIOD.mul_f64(busy);
-                out.push(self.c.tick(self.now, self.run).expect("period over"));
+                let run = self.run;
+                out.push(self.c.tick(self.now, || run).expect("period over"));
             }
             out
         }
     }
 
-    fn device_bound(wait: Duration) -> RoundSample {
+    /// A 400 µs round whose fdatasync took `sync_us` and whose commit wait was `wait`.
+    fn round(wait: Duration, sync_us: u64) -> RoundSample {
         RoundSample {
             commit_wait: wait,
             round: Duration::from_micros(400),
-            sync: Duration::from_micros(300),
+            sync: Duration::from_micros(sync_us),
         }
+    }
+
+    fn device_bound(wait: Duration) -> RoundSample {
+        round(wait, 300)
     }
 
     #[test]
@@ -264,11 +272,7 @@ mod tests {
         let mut d = Driven::new(4 * MS);
         d.drive(40, 0.97, device_bound(MS));
         assert!(d.c.interval() > Duration::ZERO);
-        let idle_device = RoundSample {
-            commit_wait: MS,
-            round: Duration::from_micros(400),
-            sync: Duration::from_micros(50),
-        };
+        let idle_device = round(MS, 50);
         let out = d.drive(10, 0.5, idle_device);
         assert_eq!(
             out.last().expect("decided").interval,
@@ -276,11 +280,7 @@ mod tests {
             "{out:?}"
         );
         d.drive(40, 0.97, device_bound(MS));
-        let cpu_bound = RoundSample {
-            commit_wait: MS,
-            round: Duration::from_micros(400),
-            sync: Duration::from_micros(40),
-        };
+        let cpu_bound = round(MS, 40);
         let out = d.drive(10, 0.99, cpu_bound);
         assert_eq!(
             out.last().expect("decided").interval,
@@ -296,11 +296,7 @@ mod tests {
         assert_eq!(out.last().expect("decided").interval, 8 * STEP, "{out:?}");
         assert!(out[0].flush_load >= FLUSH_LOAD_HIGH);
         // Between the thresholds it holds.
-        let middling = RoundSample {
-            commit_wait: MS,
-            round: Duration::from_micros(400),
-            sync: Duration::from_micros(200),
-        };
+        let middling = round(MS, 200);
         let out = d.drive(5, 0.3, middling);
         assert!(out.iter().all(|o| o.interval == 8 * STEP), "{out:?}");
     }
@@ -316,10 +312,10 @@ mod tests {
                 sync: Duration::ZERO,
             });
         }
-        let d = c.tick(start + PERIOD, Duration::ZERO).expect("decided");
+        let d = c.tick(start + PERIOD, || Duration::ZERO).expect("decided");
         assert_eq!(d.p99, Duration::from_micros(9000));
         assert!(
-            c.tick(start + PERIOD + MS, Duration::ZERO).is_none(),
+            c.tick(start + PERIOD + MS, || Duration::ZERO).is_none(),
             "a new period runs"
         );
     }

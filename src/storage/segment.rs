@@ -16,8 +16,9 @@ use super::{
     record_batch::RecordBatch,
     recovery::{self, RecoveryReport},
     segment_appender::{Chunk, FlushWrite, SegmentAppender, ZeroFillSlot},
+    segment_files::remove_if_present,
     segment_index::{IndexedBatch, NewEntries, OffsetIndex, SegmentIndex, TimeIndex},
-    segment_pool::{delete_paced, remove_if_present, SegmentPool},
+    segment_pool::{delete_paced, SegmentPool},
     FilePosition, Offset, Result, StorageError,
 };
 

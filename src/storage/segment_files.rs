@@ -43,3 +43,21 @@ pub async fn open_dma(path: &Path) -> Result<Rc<DmaFile>> {
         .map(Rc::new)
         .map_err(|e| StorageError::io("open", path, e))
 }
+
+/// Removes `path`; one that is already gone is fine. Blocking: call on the blocking pool.
+pub(crate) fn remove_if_present(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(StorageError::io("remove", path, e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// fsyncs directory `dir`, so the names just created, renamed or removed in it survive
+/// a crash. Blocking: call on the blocking pool.
+pub(crate) fn sync_dir_blocking(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StorageError::io("fsync dir", dir, e))
+}

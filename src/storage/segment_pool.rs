@@ -43,8 +43,10 @@ use glommio::io::DmaFile;
 use prometheus_client::metrics::counter::Counter;
 
 use super::{
-    failpoint, segment_appender::align_down, segment_files::SegmentPaths, Offset, Result,
-    StorageError,
+    failpoint,
+    segment_appender::align_down,
+    segment_files::{remove_if_present, sync_dir_blocking, SegmentPaths},
+    Offset, Result, StorageError,
 };
 
 /// Where a shard's files waiting for deletion go, under its storage directory.
@@ -141,21 +143,6 @@ fn parse_recycled(name: &str) -> Option<Offset> {
     stem.parse().ok().map(Offset)
 }
 
-/// Removes `path`; one that is already gone is fine.
-pub(crate) fn remove_if_present(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(StorageError::io("remove", path, e)),
-    }
-}
-
-fn sync_dir_blocking(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StorageError::io("fsync dir", dir, e))
-}
-
 fn file_len(path: &Path) -> Result<Option<u64>> {
     match std::fs::metadata(path) {
         Ok(m) => Ok(Some(m.len())),
@@ -225,11 +212,6 @@ impl SegmentPool {
             .iter()
             .map(|f| f.path.clone())
             .collect()
-    }
-
-    /// Files waiting for (or in) paced deletion.
-    pub fn doomed(&self) -> usize {
-        self.inner.doomed.borrow().len() + usize::from(self.inner.deleting.get())
     }
 
     /// Takes in the recycled files of the partition directory `dir`, as its log opens:
@@ -363,7 +345,6 @@ impl SegmentPool {
             })
             .max_by_key(|(_, f)| f.bytes)
             .map(|(i, _)| i)?;
-        self.inner.recycled.inc();
         Some(files.swap_remove(i))
     }
 
@@ -384,7 +365,9 @@ impl SegmentPool {
                     None => Ok(()),
                 }
             })
-            .await
+            .await?;
+        self.inner.recycled.inc();
+        Ok(())
     }
 
     /// Moves `path` (`bytes` long) to the shard's deletion directory and queues it for

@@ -39,6 +39,7 @@ use crate::storage::{
     recovery,
     segment::{open_dma, SegmentPaths},
     segment_appender::{SegmentAppender, ZeroFillSlot},
+    segment_files::remove_if_present,
     segment_index::{IndexedBatch, SegmentIndex},
     Offset, Result, StorageError,
 };
@@ -673,15 +674,6 @@ async fn step(name: &'static str, f: impl FnOnce() -> Result<()> + Send + 'stati
         return Err(StorageError::io(name, Path::new(name), e));
     }
     glommio::executor().spawn_blocking(f).await
-}
-
-fn remove_if_present(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(StorageError::io("remove", path, e))
-        }
-        _ => Ok(()),
-    }
 }
 
 fn rename(from: &Path, to: &Path) -> Result<()> {

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::PartitionLog;
-use crate::storage::{Offset, Result, StorageError};
+use crate::storage::{segment_files::sync_dir_blocking, Offset, Result, StorageError};
 
 /// The checkpoint file in a partition's directory.
 pub const EPOCHS_FILE: &str = "leader-epochs.json";
@@ -131,9 +131,7 @@ fn write_epochs(dir: &Path, epochs: &LeaderEpochs) -> Result<()> {
         .and_then(|()| file.sync_data())
         .map_err(|e| StorageError::io("write", &tmp, e))?;
     std::fs::rename(&tmp, &path).map_err(|e| StorageError::io("rename", &path, e))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StorageError::io("fsync dir", dir, e))
+    sync_dir_blocking(dir)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::storage::{Offset, Result, StorageError};
+use crate::storage::{segment_files::sync_dir_blocking, Offset, Result, StorageError};
 
 fn parse_segment_name(name: &str) -> Option<Offset> {
     let stem = name.strip_suffix(".log")?;
@@ -36,11 +36,7 @@ pub(super) async fn list_segments(dir: &Path) -> Result<Vec<Offset>> {
 pub(super) async fn sync_dir(dir: &Path) -> Result<()> {
     let dir = dir.to_path_buf();
     glommio::executor()
-        .spawn_blocking(move || {
-            std::fs::File::open(&dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| StorageError::io("fsync dir", &dir, e))
-        })
+        .spawn_blocking(move || sync_dir_blocking(&dir))
         .await
 }
 

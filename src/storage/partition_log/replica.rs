@@ -11,6 +11,7 @@ use super::{Appended, PartitionLog, Stamp};
 use crate::storage::{
     record_batch::{BatchHeader, HEADER_BYTES},
     segment::SegmentPaths,
+    segment_files::sync_dir_blocking,
     Offset, ProducePayload, Result, StorageError,
 };
 
@@ -126,9 +127,7 @@ fn cut_log_dir(dir: &Path, offset: Offset) -> Result<()> {
                 .map_err(|e| StorageError::io("create", &paths.log, e))?;
         }
     }
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StorageError::io("fsync dir", dir, e))
+    sync_dir_blocking(dir)
 }
 
 /// Cuts the segment file at `path` before the first batch at or past `offset`.
@@ -176,9 +175,7 @@ fn restart_log_dir(dir: &Path, start: Offset) -> Result<()> {
     }
     let paths = SegmentPaths::new(dir, start);
     std::fs::File::create(&paths.log).map_err(|e| StorageError::io("create", &paths.log, e))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StorageError::io("fsync dir", dir, e))
+    sync_dir_blocking(dir)
 }
 
 /// How a follower's log is truncated.
