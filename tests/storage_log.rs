@@ -139,18 +139,23 @@ fn one_flush_round_covers_many_appends_and_partitions() {
     run(async move {
         let storage = start(
             dir.path(),
-            fsync_every(Duration::from_millis(20)),
+            fsync_every(Duration::from_millis(200)),
             8 << 20,
             Clock::System,
         )
         .await;
-        let mut acks = Vec::new();
+        // Open every partition first: opening (directory creation and fsync)
+        // is slow on a busy machine and must not straddle the interval.
         let mut logs = Vec::new();
         for p in 0..4 {
             let (log, _) = storage
                 .open_log(&dir.path().join(format!("t-{p}")), LogConfig::default())
                 .await
                 .expect("open");
+            logs.push(log);
+        }
+        let mut acks = Vec::new();
+        for log in &logs {
             for i in 0..10 {
                 acks.push(
                     log.append(&payload(1, 2, 10, i, 0), 0)
@@ -159,7 +164,6 @@ fn one_flush_round_covers_many_appends_and_partitions() {
                         .durable,
                 );
             }
-            logs.push(log);
         }
         let before = storage.flusher().rounds();
         for ack in acks {
