@@ -28,6 +28,10 @@ struct Follower {
 pub struct Progress {
     /// The epoch this leadership is for.
     pub epoch: i32,
+    /// The leader's log end when it took this leadership (Kafka's leader epoch start
+    /// offset): everything below may have been acknowledged by an earlier leader, while
+    /// this one's high watermark can still be behind it.
+    epoch_start: Offset,
     me: NodeId,
     isr: Vec<NodeId>,
     /// Replicas proposed for the ISR and not yet committed: counted for the commit cap
@@ -47,14 +51,15 @@ pub struct IsrChange {
 
 impl Progress {
     /// Leadership of a partition with `replicas` and ISR `isr`, taken at `now` with the
-    /// high watermark at `high_watermark`: every follower is assumed durable up to it
-    /// and caught up now (it gets a full lag period to prove otherwise).
+    /// high watermark at `high_watermark` and the log ending at `log_end`: every
+    /// follower is assumed durable up to the high watermark and caught up now (it gets a
+    /// full lag period to prove otherwise).
     pub fn new(
         epoch: i32,
         me: NodeId,
         replicas: &[NodeId],
         isr: &[NodeId],
-        high_watermark: Offset,
+        (high_watermark, log_end): (Offset, Offset),
         now: Instant,
     ) -> Progress {
         let followers = replicas
@@ -73,6 +78,7 @@ impl Progress {
             .collect();
         Progress {
             epoch,
+            epoch_start: log_end,
             me,
             isr: isr.to_vec(),
             joining: Vec::new(),
@@ -144,8 +150,11 @@ impl Progress {
     }
 
     /// The ISR change due at `now`, if any: in-sync followers not caught up within
-    /// `lag_max` leave; followers out of it that hold everything up to `high_watermark`,
-    /// were caught up within `lag_max` and fetched lately join.
+    /// `lag_max` leave; followers out of it that hold everything up to `high_watermark`
+    /// and up to this leadership's start (a new leader's high watermark may be behind
+    /// what its predecessor acknowledged: joining on it alone would count a replica
+    /// holding less than that as in sync, and elect it), were caught up within `lag_max`
+    /// and fetched lately join.
     pub fn isr_change(
         &self,
         high_watermark: Offset,
@@ -165,7 +174,7 @@ impl Progress {
             .filter(|(n, f)| {
                 !self.isr.contains(n)
                     && !self.joining.contains(n)
-                    && f.end >= high_watermark
+                    && f.end >= high_watermark.max(self.epoch_start)
                     && !lagging(f)
                     && f.last_fetch
                         .is_some_and(|(at, _)| now.saturating_duration_since(at) <= FETCHED_WITHIN)
@@ -206,7 +215,7 @@ mod tests {
     fn a_replica_added_by_a_move_joins_only_once_it_holds_everything() {
         const D: NodeId = 4096;
         let t0 = Instant::now();
-        let mut p = Progress::new(1, ME, &[ME, B], &[ME, B], Offset(5), t0);
+        let mut p = Progress::new(1, ME, &[ME, B], &[ME, B], (Offset(5), Offset(5)), t0);
         p.fetched(B, Offset(5), Offset(5), t0);
         p.set_replicas(&[ME, B, D], t0);
         assert_eq!(p.isr_change(Offset(5), LAG, t0), None, "D holds nothing");
@@ -220,9 +229,26 @@ mod tests {
     }
 
     #[test]
+    fn a_new_leader_with_a_stale_high_watermark_admits_only_replicas_past_its_start() {
+        // It took over holding 9 offsets, all acknowledged by its predecessor, while
+        // its own high watermark (learnt from that predecessor) was still 5.
+        let t0 = Instant::now();
+        let mut p = Progress::new(2, ME, &[ME, B, C], &[ME, B], (Offset(5), Offset(9)), t0);
+        p.fetched(C, Offset(5), Offset(9), t0);
+        assert_eq!(
+            p.isr_change(Offset(5), LAG, t0),
+            None,
+            "C holds less than was acknowledged"
+        );
+        p.fetched(C, Offset(9), Offset(9), t0);
+        let change = p.isr_change(Offset(5), LAG, t0).expect("C holds it all");
+        assert_eq!(change.joining, [C]);
+    }
+
+    #[test]
     fn the_commit_cap_is_the_slowest_in_sync_follower() {
         let t0 = Instant::now();
-        let mut p = Progress::new(1, ME, &[ME, B, C], &[ME, B, C], Offset(5), t0);
+        let mut p = Progress::new(1, ME, &[ME, B, C], &[ME, B, C], (Offset(5), Offset(5)), t0);
         assert_eq!(p.commit_cap(), Some(Offset(5)));
         p.fetched(B, Offset(9), Offset(9), t0);
         assert_eq!(p.commit_cap(), Some(Offset(5)), "C has not fetched");
@@ -238,7 +264,7 @@ mod tests {
     #[test]
     fn a_lagging_follower_leaves_and_rejoins_once_caught_up() {
         let t0 = Instant::now();
-        let mut p = Progress::new(1, ME, &[ME, B, C], &[ME, B, C], Offset(0), t0);
+        let mut p = Progress::new(1, ME, &[ME, B, C], &[ME, B, C], (Offset(0), Offset(0)), t0);
         // B keeps up, C fetches but never reaches the log end.
         for i in 1..=12u64 {
             let now = t0 + Duration::from_secs(i);

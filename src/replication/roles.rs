@@ -99,7 +99,7 @@ async fn reconcile(ctx: &Rc<ShardContext>) {
                         ctx.node,
                         &state.replicas,
                         &state.isr,
-                        log.high_watermark(),
+                        (log.high_watermark(), log.log_end()),
                         Instant::now(),
                     );
                     apply_cap(&log, &pr);
