@@ -379,11 +379,6 @@ fn a_single_host_data_directory_joins_as_a_one_host_cluster() {
     let mut host = Command::new(env!("CARGO_BIN_EXE_weir"))
         .arg("serve")
         .args(["--config", common::broker::SHARED_PROFILE])
-        // The cluster hosts keep the fixed 1 ms commit they were proven with: with the
-        // adaptive one (mostly back-to-back rounds) two replication tests failed in two of
-        // three full runs — one lost acknowledged records after a rejoin and failover, an
-        // open issue; revert once that is mended.
-        .args(["--flush-interval", "1ms"])
         .args(["--node-id", "1"])
         .args([
             "--controller-quorum-voters",

@@ -37,6 +37,22 @@ fn values(bootstrap: &str, topic: &str) -> Vec<String> {
     v
 }
 
+/// The topic's values once `expected` are all readable, or what is readable after
+/// `within`: a new leader's high watermark may start behind what its predecessor
+/// acknowledged (it learnt it from that predecessor's last answer) and passes it once
+/// its in-sync followers fetch from it — as in Kafka, acknowledged records become
+/// visible again a moment after a leader change, and a lost one never does.
+fn values_once_visible(bootstrap: &str, topic: &str, expected: &[String]) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let got = values(bootstrap, topic);
+        if got == expected || Instant::now() >= deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 /// One partition as `weir topics describe` shows it.
 #[derive(Debug, Clone, PartialEq)]
 struct Row {
@@ -178,7 +194,11 @@ fn a_replicated_topic_outlives_its_leaders_host() {
             && !r.isr.iter().any(|n| n / 1024 == i64::from(victim))
     });
     assert!(after[0].epoch > rows[0].epoch, "{after:?}");
-    assert_eq!(values(&bs, "orders"), expected, "nothing acknowledged lost");
+    assert_eq!(
+        values_once_visible(&bs, "orders", &expected),
+        expected,
+        "nothing acknowledged lost"
+    );
     produce(&bs, "orders", 300, 300);
 
     // The host returns, catches up from the new leaders and rejoins every ISR; then
@@ -200,7 +220,7 @@ fn a_replicated_topic_outlives_its_leaders_host() {
             r.leader >= 0 && r.leader / 1024 != i64::from(other)
         });
         assert_eq!(
-            values(&bv, "orders"),
+            values_once_visible(&bv, "orders", &all),
             all,
             "after losing host {other}: {rows:?}"
         );
@@ -833,7 +853,11 @@ fn a_host_drained_with_reassign_can_be_retired_without_losing_anything() {
             hosts.dedup();
             assert_eq!(hosts.len(), rf, "one replica per host: {rows:?}");
         }
-        assert_eq!(values(&b1, topic), expected, "{topic} after the move");
+        assert_eq!(
+            values_once_visible(&b1, topic, &expected),
+            expected,
+            "{topic} after the move"
+        );
     }
     let logs: String = (1..=4).map(|h| cluster.host(h).log()).collect();
     assert!(

@@ -71,11 +71,6 @@ impl Host {
         };
         c.arg("serve")
             .args(["--config", super::broker::SHARED_PROFILE])
-            // The cluster hosts keep the fixed 1 ms commit they were proven with: with the
-            // adaptive one (mostly back-to-back rounds) two replication tests failed in two of
-            // three full runs — one lost acknowledged records after a rejoin and failover, an
-            // open issue; revert once that is mended.
-            .args(["--flush-interval", "1ms"])
             .args(["--node-id", &self.id.to_string()])
             .args(["--controller-quorum-voters", &self.voters])
             .args(["--listen", &self.bootstrap()])
