@@ -105,8 +105,14 @@ pub fn moves_off(status: &ClusterStatus, host: u32) -> String {
     out
 }
 
-/// Sends `request` to `controller`, following its redirections to the leader, and
-/// takes the answer out of the response with `answer`.
+/// How long [`ask_leader`] keeps asking while the quorum has no leader (an election
+/// takes a few heartbeats).
+const LEADER_WAIT: Duration = Duration::from_secs(10);
+
+/// Sends `request` to `controller`, following its redirections to the leader (and
+/// asking again every 250 ms for up to [`LEADER_WAIT`] while an election leaves the
+/// quorum without one, as Kafka's admin clients retry NOT_CONTROLLER), and takes the
+/// answer out of the response with `answer`.
 fn ask_leader<T>(
     controller: &str,
     request: &Request,
@@ -120,8 +126,9 @@ fn ask_leader<T>(
             source,
         })?;
     runtime.block_on(async {
+        let deadline = tokio::time::Instant::now() + LEADER_WAIT;
         let mut addr = controller.to_string();
-        for _ in 0..5 {
+        loop {
             let mut client = rpc::Client::new(addr.clone());
             let response =
                 client
@@ -131,16 +138,23 @@ fn ask_leader<T>(
                         addr: addr.clone(),
                         source,
                     })?;
-            match answer(response) {
+            let leader = match answer(response) {
                 Ok(Ok(value)) => return Ok(value),
-                Ok(Err(MetadataError::NotLeader {
-                    leader: Some(leader),
-                })) => addr = leader,
+                Ok(Err(MetadataError::NotLeader { leader })) => leader,
                 Ok(Err(e)) => return Err(e.into()),
                 Err(source) => return Err(StatusError::Io { addr, source }),
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(MetadataError::NotLeader { leader }.into());
+            }
+            match leader {
+                Some(leader) => addr = leader,
+                None => {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    addr = controller.to_string();
+                }
             }
         }
-        Err(MetadataError::NotLeader { leader: None }.into())
     })
 }
 
