@@ -151,6 +151,8 @@ impl Segment {
     /// Creates an empty active segment with base offset `base` in `dir`. With a `pool`,
     /// its log is a recycled file when one fits (see [`super::segment_pool`]): appends
     /// overwrite the file's stale bytes in place, with no zero-fill below its end.
+    /// The caller fsyncs `dir` before the segment takes appends: its files' names are
+    /// not durable until then.
     pub async fn create(
         dir: &Path,
         base: Offset,

@@ -349,8 +349,10 @@ impl SegmentPool {
     }
 
     /// Renames `file` (from [`take`](Self::take)) to `to`, a new segment's log path in
-    /// the same directory, and makes the rename durable before the segment takes
-    /// appends: a group commit's fdatasync of an overwrite commits no directory entry.
+    /// the same directory. The rename is not yet durable: a group commit's fdatasync of
+    /// an overwrite commits no directory entry, so the caller fsyncs the directory
+    /// before the segment takes appends (as it must for the segment's new index files
+    /// anyway — one directory fsync per roll, not two).
     pub async fn claim(&self, file: &Pooled, to: &Path) -> Result<()> {
         let (from, to) = (file.path.clone(), to.to_path_buf());
         let fail = failpoint::check("recycle claim");
@@ -359,11 +361,7 @@ impl SegmentPool {
                 if let Some(e) = fail {
                     return Err(StorageError::io("rename", &from, e));
                 }
-                std::fs::rename(&from, &to).map_err(|e| StorageError::io("rename", &from, e))?;
-                match to.parent() {
-                    Some(dir) => sync_dir_blocking(dir),
-                    None => Ok(()),
-                }
+                std::fs::rename(&from, &to).map_err(|e| StorageError::io("rename", &from, e))
             })
             .await?;
         self.inner.recycled.inc();
