@@ -38,7 +38,7 @@ fn values(bootstrap: &str, topic: &str) -> Vec<String> {
 }
 
 /// The topic's values once `expected` are all readable, or what is readable after
-/// `within`: a new leader's high watermark may start behind what its predecessor
+/// 15 s: a new leader's high watermark may start behind what its predecessor
 /// acknowledged (it learnt it from that predecessor's last answer) and passes it once
 /// its in-sync followers fetch from it — as in Kafka, acknowledged records become
 /// visible again a moment after a leader change, and a lost one never does.

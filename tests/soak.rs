@@ -530,29 +530,28 @@ mod diskstats {
         })
     }
 
-    /// Bytes written to `device` since boot (sectors written × 512).
-    pub fn bytes_written(device: &str) -> Option<u64> {
+    /// `device`'s counters from `/proc/diskstats`, in the kernel's order (reads
+    /// completed first; fields a kernel does not have read as 0).
+    fn counters(device: &str) -> Option<[u64; 17]> {
         let stats = std::fs::read_to_string("/proc/diskstats").ok()?;
-        stats.lines().find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() > 9 && f[2] == device)
-                .then(|| f[9].parse::<u64>().ok().map(|s| s * 512))
-                .flatten()
-        })
+        let line = stats
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(device))?;
+        let mut c = [0u64; 17];
+        for (slot, v) in c.iter_mut().zip(line.split_whitespace().skip(3)) {
+            *slot = v.parse().ok()?;
+        }
+        Some(c)
     }
 
-    /// One line of `/proc/diskstats` for `device`: I/Os completed (reads, writes,
-    /// discards, flushes) and I/Os in flight.
+    /// Bytes written to `device` since boot (sectors written × 512).
+    pub fn bytes_written(device: &str) -> Option<u64> {
+        counters(device).map(|c| c[6] * 512)
+    }
+
+    /// I/Os `device` completed (reads, writes, discards, flushes) and has in flight.
     fn progress(device: &str) -> Option<(u64, u64)> {
-        let stats = std::fs::read_to_string("/proc/diskstats").ok()?;
-        stats.lines().find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 14 || f[2] != device {
-                return None;
-            }
-            let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-            Some((n(3) + n(7) + n(14) + n(18), n(11)))
-        })
+        counters(device).map(|c| (c[0] + c[4] + c[11] + c[15], c[8]))
     }
 
     /// A stretch in which the device completed no I/O at all while some was in flight.

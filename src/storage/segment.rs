@@ -16,7 +16,7 @@ use super::{
     record_batch::RecordBatch,
     recovery::{self, RecoveryReport},
     segment_appender::{Chunk, FlushWrite, SegmentAppender, ZeroFillSlot},
-    segment_files::remove_if_present,
+    segment_files::{remove_if_present, sync_dir},
     segment_index::{IndexedBatch, NewEntries, OffsetIndex, SegmentIndex, TimeIndex},
     segment_pool::{delete_paced, SegmentPool},
     FilePosition, Offset, Result, StorageError,
@@ -151,8 +151,8 @@ impl Segment {
     /// Creates an empty active segment with base offset `base` in `dir`. With a `pool`,
     /// its log is a recycled file when one fits (see [`super::segment_pool`]): appends
     /// overwrite the file's stale bytes in place, with no zero-fill below its end.
-    /// The caller fsyncs `dir` before the segment takes appends: its files' names are
-    /// not durable until then.
+    /// `dir` is fsynced before it returns, so the new files' names (and a recycled
+    /// file's rename) are durable before the segment takes appends.
     pub async fn create(
         dir: &Path,
         base: Offset,
@@ -185,6 +185,7 @@ impl Segment {
         if let Some(end) = prewritten {
             writer.log.assume_written(end);
         }
+        sync_dir(dir).await?;
         Ok(Segment {
             base,
             paths,

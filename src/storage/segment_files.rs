@@ -61,3 +61,12 @@ pub(crate) fn sync_dir_blocking(dir: &Path) -> Result<()> {
         .and_then(|d| d.sync_all())
         .map_err(|e| StorageError::io("fsync dir", dir, e))
 }
+
+/// [`sync_dir_blocking`] from the reactor, on the blocking pool (glommio's directory
+/// handles fail on relative paths).
+pub(crate) async fn sync_dir(dir: &Path) -> Result<()> {
+    let dir = dir.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || sync_dir_blocking(&dir))
+        .await
+}

@@ -349,10 +349,9 @@ impl SegmentPool {
     }
 
     /// Renames `file` (from [`take`](Self::take)) to `to`, a new segment's log path in
-    /// the same directory. The rename is not yet durable: a group commit's fdatasync of
-    /// an overwrite commits no directory entry, so the caller fsyncs the directory
-    /// before the segment takes appends (as it must for the segment's new index files
-    /// anyway — one directory fsync per roll, not two).
+    /// the same directory. The rename is not yet durable (a group commit's fdatasync of
+    /// an overwrite commits no directory entry): [`super::segment::Segment::create`]
+    /// fsyncs the directory once for it and the segment's new index files.
     pub async fn claim(&self, file: &Pooled, to: &Path) -> Result<()> {
         let (from, to) = (file.path.clone(), to.to_path_buf());
         let fail = failpoint::check("recycle claim");

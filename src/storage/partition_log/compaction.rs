@@ -28,7 +28,7 @@ use std::{collections::HashMap, path::Path, rc::Rc, time::Duration};
 use glommio::io::DmaFile;
 use weir_client::record_batch::ATTRIBUTE_CONTROL;
 
-use super::{log_dir::sync_dir, PartitionLog};
+use super::PartitionLog;
 use crate::storage::{
     batch_cache::SegmentKey,
     batch_compaction::{filler, with_records, FILLER_OFFSETS_MAX},
@@ -39,7 +39,7 @@ use crate::storage::{
     recovery,
     segment::{open_dma, SegmentPaths},
     segment_appender::{SegmentAppender, ZeroFillSlot},
-    segment_files::remove_if_present,
+    segment_files::{remove_if_present, sync_dir},
     segment_index::{IndexedBatch, SegmentIndex},
     Offset, Result, StorageError,
 };

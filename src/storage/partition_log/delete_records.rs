@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use super::{log_dir::sync_dir, retention::Retired, PartitionLog};
+use super::{retention::Retired, PartitionLog};
+use crate::storage::segment_files::sync_dir;
 use crate::storage::{Offset, Result, StorageError};
 
 /// The file in a partition directory that holds its log start offset, when DeleteRecords

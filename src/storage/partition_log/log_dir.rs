@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::storage::{segment_files::sync_dir_blocking, Offset, Result, StorageError};
+use crate::storage::{Offset, Result, StorageError};
 
 fn parse_segment_name(name: &str) -> Option<Offset> {
     let stem = name.strip_suffix(".log")?;
@@ -28,15 +28,6 @@ pub(super) async fn list_segments(dir: &Path) -> Result<Vec<Offset>> {
             bases.sort();
             Ok(bases)
         })
-        .await
-}
-
-/// fsyncs a directory so the files just created in it survive a crash. On the
-/// blocking pool: glommio's directory handles fail on relative paths.
-pub(super) async fn sync_dir(dir: &Path) -> Result<()> {
-    let dir = dir.to_path_buf();
-    glommio::executor()
-        .spawn_blocking(move || sync_dir_blocking(&dir))
         .await
 }
 

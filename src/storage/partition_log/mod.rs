@@ -68,7 +68,7 @@ pub use log_dir::{claim_dir, topic_id_in, Claim, PARTITION_METADATA_FILE};
 pub use replica::{cut_log, Truncation};
 pub use timestamp_lookup::{TimestampOffset, TimestampQuery};
 
-use log_dir::{list_segments, sync_dir};
+use log_dir::list_segments;
 use producer_rebuild::check_sequences;
 
 /// What a read returned.
@@ -238,7 +238,6 @@ impl PartitionLog {
                     )
                     .await?,
                 );
-                sync_dir(dir).await?;
             }
         }
         let log_end = segments.back().map_or(Offset(0), Segment::next_offset);
@@ -524,7 +523,6 @@ impl PartitionLog {
             Some(&env.pool),
         )
         .await?;
-        sync_dir(&shared.dir).await?;
         let mut st = shared.state.borrow_mut();
         st.segments
             .back_mut()
