@@ -37,7 +37,7 @@ use std::{
 };
 
 use futures_util::future::{join_all, LocalBoxFuture};
-use glommio::io::DmaFile;
+use glommio::io::{Directory, DmaFile};
 
 use super::{
     config::{FlushConfig, FlushMode},
@@ -58,7 +58,8 @@ pub struct PendingFlush {
     /// sizes may not be committed).
     pub write: LocalBoxFuture<'static, Result<()>>,
     /// Files whose metadata the writes change (size, block allocation, a seal's
-    /// truncation): each gets its own fdatasync once the round's writes are done.
+    /// truncation), and the directory of a segment not yet durably named: each gets
+    /// its own fdatasync once the round's writes are done.
     pub sync_files: Vec<SyncFile>,
     /// A file the writes go to, fdatasynced for the round's device-cache flush when no
     /// file of the round needs its own.
@@ -77,12 +78,35 @@ pub trait FlushTarget {
     fn begin_flush(self: Rc<Self>) -> Option<PendingFlush>;
 }
 
-/// A file a flush wrote, for the round's fdatasync.
+/// A file a flush wrote, or a directory whose new entries it depends on, for the
+/// round's fdatasync.
 pub struct SyncFile {
-    /// The open file.
-    pub file: Rc<DmaFile>,
+    /// The open file or directory.
+    pub handle: SyncHandle,
     /// Its path, for errors.
     pub path: PathBuf,
+}
+
+/// What a [`SyncFile`] fdatasyncs.
+pub enum SyncHandle {
+    /// A data or index file.
+    File(Rc<DmaFile>),
+    /// A partition's directory: makes the names of segments created since its last
+    /// sync durable (on ext4 and XFS an fdatasync of a directory writes its entries).
+    Dir(Rc<Directory>),
+}
+
+impl SyncFile {
+    /// fdatasyncs it through io_uring.
+    async fn fdatasync(&self) -> glommio::Result<(), ()> {
+        match &self.handle {
+            SyncHandle::File(f) => f.fdatasync().await,
+            SyncHandle::Dir(d) => match failpoint::check("fsync dir") {
+                Some(e) => Err(e.into()),
+                None => d.sync().await,
+            },
+        }
+    }
 }
 
 struct SchedulerState {
@@ -344,7 +368,8 @@ fn reactor_time() -> Duration {
 }
 
 /// Makes a round durable once all its writes are done: fdatasyncs every file whose
-/// metadata changed, or one written file for the device flush when none did. Files of
+/// metadata changed and every directory with new segment names, all at once, plus one
+/// written file for the device flush when no file is among them. Files of
 /// targets whose writes failed are skipped (those targets fail anyway). Returns the
 /// first failure, which fails the whole round.
 async fn sync_round(
@@ -358,7 +383,12 @@ async fn sync_round(
         .filter(|(w, _)| w.is_ok())
         .flat_map(|(_, f)| f)
         .collect();
-    if files.is_empty() {
+    // A directory's fdatasync flushes the device cache too on ext4, but the written
+    // data's flush is not left to it.
+    if !files
+        .iter()
+        .any(|f| matches!(f.handle, SyncHandle::File(_)))
+    {
         files.extend(
             written
                 .iter()
@@ -371,7 +401,7 @@ async fn sync_round(
         let path = files.first().map_or_else(PathBuf::new, |f| f.path.clone());
         return Err((path, e));
     }
-    let results = join_all(files.iter().map(|f| f.file.fdatasync())).await;
+    let results = join_all(files.iter().map(SyncFile::fdatasync)).await;
     for (f, result) in files.iter().zip(results) {
         if let Err(e) = result {
             let e = std::io::Error::from(e);

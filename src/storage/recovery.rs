@@ -396,7 +396,7 @@ mod tests {
         let (flush, _) = s.begin_flush().expect("dirty");
         let size = flush.size();
         flush.run(true).await.expect("flush");
-        s.complete_flush(size, true);
+        s.complete_flush(size, true, true);
         s
     }
 

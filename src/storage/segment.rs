@@ -16,7 +16,7 @@ use super::{
     record_batch::RecordBatch,
     recovery::{self, RecoveryReport},
     segment_appender::{Chunk, FlushWrite, SegmentAppender, ZeroFillSlot},
-    segment_files::{remove_if_present, sync_dir},
+    segment_files::remove_if_present,
     segment_index::{IndexedBatch, NewEntries, OffsetIndex, SegmentIndex, TimeIndex},
     segment_pool::{delete_paced, SegmentPool},
     FilePosition, Offset, Result, StorageError,
@@ -40,6 +40,9 @@ pub struct Segment {
     pub(crate) flushed_size: u64,
     pub(crate) created_ms: i64,
     pub(crate) sealing: bool,
+    /// False from [`Segment::create`] until a flush round has fdatasynced the directory
+    /// after the files were named: until then a crash may lose their names.
+    pub(crate) named_durably: bool,
 }
 
 /// A segment's part of one group commit.
@@ -49,6 +52,7 @@ pub struct SegmentFlush {
     time_index: Option<FlushWrite>,
     seal: Option<Seal>,
     size: u64,
+    names: bool,
 }
 
 /// What sealing a segment still has to do once its data is durable: cut its three files
@@ -143,6 +147,7 @@ impl Segment {
                 flushed_size: recovered.valid_end,
                 created_ms: now_ms,
                 sealing: false,
+                named_durably: true,
             },
             recovered.report,
         ))
@@ -151,8 +156,10 @@ impl Segment {
     /// Creates an empty active segment with base offset `base` in `dir`. With a `pool`,
     /// its log is a recycled file when one fits (see [`super::segment_pool`]): appends
     /// overwrite the file's stale bytes in place, with no zero-fill below its end.
-    /// `dir` is fsynced before it returns, so the new files' names (and a recycled
-    /// file's rename) are durable before the segment takes appends.
+    /// The new files' names (and a recycled file's rename) are not durable yet: the
+    /// segment's first flush names it (see [`SegmentFlush::names`]), so the directory
+    /// is synced in the round that makes its first appends durable, beside their
+    /// fdatasync, instead of on the append path.
     pub async fn create(
         dir: &Path,
         base: Offset,
@@ -185,7 +192,6 @@ impl Segment {
         if let Some(end) = prewritten {
             writer.log.assume_written(end);
         }
-        sync_dir(dir).await?;
         Ok(Segment {
             base,
             paths,
@@ -197,6 +203,7 @@ impl Segment {
             flushed_size: 0,
             created_ms: now_ms,
             sealing: false,
+            named_durably: false,
         })
     }
 
@@ -297,7 +304,8 @@ impl Segment {
         }
     }
 
-    /// True when a flush has something to do for this segment.
+    /// True when a flush has something to do for this segment (an empty segment's
+    /// name is made durable by the flush of its first appends).
     pub fn needs_flush(&self) -> bool {
         match &self.writer {
             Some(w) => {
@@ -345,16 +353,19 @@ impl Segment {
                 time_index,
                 seal,
                 size: self.size,
+                names: !self.named_durably,
             },
             chunks,
         ))
     }
 
-    /// Records a finished flush: bytes up to its size are now readable, and a sealing
-    /// segment drops its writers.
-    pub fn complete_flush(&mut self, flushed_size: u64, sealed: bool) {
+    /// Records a finished flush: bytes up to its size are now readable, a sealing
+    /// segment drops its writers, and a flush that [`named`](SegmentFlush::names) the
+    /// segment (its round synced the directory) leaves its name durable.
+    pub fn complete_flush(&mut self, flushed_size: u64, sealed: bool, named: bool) {
         debug_assert!(flushed_size >= self.flushed_size && flushed_size <= self.size);
         self.flushed_size = flushed_size;
+        self.named_durably |= named;
         if sealed {
             self.writer = None;
         }
@@ -434,6 +445,12 @@ impl SegmentFlush {
     /// Size of the log once this flush completes.
     pub fn size(&self) -> u64 {
         self.size
+    }
+
+    /// True when the segment's name is not durable yet: the round that runs this flush
+    /// must fdatasync the segment's directory too before its data counts as durable.
+    pub fn names(&self) -> bool {
+        self.names
     }
 
     /// True when this flush seals the segment.

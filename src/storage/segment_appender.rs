@@ -35,8 +35,11 @@ use glommio::{
 
 pub use super::zero_fill::ZeroFillSlot;
 use super::{
-    config::FileGrowth, failpoint, flush::SyncFile, zero_fill::zero_fill, FilePosition, Result,
-    StorageError,
+    config::FileGrowth,
+    failpoint,
+    flush::{SyncFile, SyncHandle},
+    zero_fill::zero_fill,
+    FilePosition, Result, StorageError,
 };
 
 /// O_DIRECT alignment used for every position and length written. A multiple of every
@@ -439,7 +442,7 @@ impl FlushWrite {
     /// The file written, for the round's fdatasync.
     pub fn sync_file(&self) -> SyncFile {
         SyncFile {
-            file: Rc::clone(&self.file),
+            handle: SyncHandle::File(Rc::clone(&self.file)),
             path: self.path.clone(),
         }
     }

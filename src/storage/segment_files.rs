@@ -5,7 +5,7 @@ use std::{
     rc::Rc,
 };
 
-use glommio::io::{DmaFile, OpenOptions};
+use glommio::io::{Directory, DmaFile, OpenOptions};
 
 use super::{Offset, Result, StorageError};
 
@@ -42,6 +42,16 @@ pub async fn open_dma(path: &Path) -> Result<Rc<DmaFile>> {
         .await
         .map(Rc::new)
         .map_err(|e| StorageError::io("open", path, e))
+}
+
+/// Opens a directory for [`Directory::sync`] through io_uring (made absolute first:
+/// glommio opens directories relative to no working directory).
+pub(crate) async fn open_dir(dir: &Path) -> Result<Rc<Directory>> {
+    let absolute = std::path::absolute(dir).map_err(|e| StorageError::io("open dir", dir, e))?;
+    Directory::open(&absolute)
+        .await
+        .map(Rc::new)
+        .map_err(|e| StorageError::io("open dir", dir, e))
 }
 
 /// Removes `path`; one that is already gone is fine. Blocking: call on the blocking pool.

@@ -10,7 +10,7 @@ use super::LogShared;
 use crate::storage::{
     batch_cache::SegmentKey,
     error::FenceReason,
-    flush::{FlushTarget, PendingFlush},
+    flush::{FlushTarget, PendingFlush, SyncFile, SyncHandle},
     segment::{Seal, SegmentFlush},
     Offset, Result,
 };
@@ -42,14 +42,23 @@ impl FlushTarget for LogShared {
         if jobs.is_empty() {
             return None;
         }
-        let outcomes: Vec<(Offset, u64, bool)> = jobs
+        let outcomes: Vec<(Offset, u64, bool, bool)> = jobs
             .iter()
-            .map(|(b, f)| (*b, f.size(), f.seals()))
+            .map(|(b, f)| (*b, f.size(), f.seals(), f.names()))
             .collect();
         // Sealing runs after the round: the round makes the data durable, the seal only
         // trims and syncs files that recovery would repair anyway.
         let seals: Vec<Seal> = jobs.iter_mut().filter_map(|(_, f)| f.take_seal()).collect();
-        let sync_files = jobs.iter().flat_map(|(_, f)| f.sync_files()).collect();
+        let mut sync_files: Vec<SyncFile> = jobs.iter().flat_map(|(_, f)| f.sync_files()).collect();
+        // A segment created since the last round (a roll) is named durably by the round
+        // that makes its first appends durable: the directory's fdatasync runs beside
+        // the data's, not on the append path.
+        if jobs.iter().any(|(_, f)| f.names()) {
+            sync_files.push(SyncFile {
+                handle: SyncHandle::Dir(Rc::clone(&self.dir_handle)),
+                path: self.dir.clone(),
+            });
+        }
         let written_file = jobs.iter().find_map(|(_, f)| f.written_file());
         // The round's fdatasyncs, after every write of the round, make these durable.
         let write = Box::pin(async move {
@@ -61,9 +70,9 @@ impl FlushTarget for LogShared {
             let mut st = self.state.borrow_mut();
             match result {
                 Ok(_) => {
-                    for (base, size, seals) in outcomes {
+                    for (base, size, seals, names) in outcomes {
                         if let Some(s) = st.segments.iter_mut().find(|s| s.base() == base) {
-                            s.complete_flush(size, seals);
+                            s.complete_flush(size, seals, names);
                         }
                     }
                     if !seals.is_empty() {

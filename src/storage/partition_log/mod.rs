@@ -27,7 +27,7 @@ use std::{
 };
 
 use bytes::Bytes;
-use glommio::sync::Semaphore;
+use glommio::{io::Directory, sync::Semaphore};
 
 use super::{
     batch_cache::SegmentKey,
@@ -39,10 +39,12 @@ use super::{
     record_batch::ProducePayload,
     recovery::RecoveryReport,
     segment::{Segment, SegmentPaths},
+    segment_files::open_dir,
     segment_reader::SegmentReader,
     Offset, Result, StorageError,
 };
 
+mod close;
 mod compaction;
 #[cfg(test)]
 mod compaction_tests;
@@ -150,6 +152,8 @@ impl LogState {
 
 struct LogShared {
     dir: PathBuf,
+    /// `dir`, open for the flush round's fdatasync of new segments' names.
+    dir_handle: Rc<Directory>,
     /// Settings in force; [`PartitionLog::set_config`] changes them while the log is open.
     config: RefCell<LogConfig>,
     env: LogEnv,
@@ -185,9 +189,10 @@ pub struct LogOffsets {
 impl PartitionLog {
     /// Opens the log in `dir`, creating it when empty, and recovers every segment (see
     /// `recovery`). A segment cut short before the next one's base offset makes every
-    /// later segment unreachable, so those are deleted: offsets stay dense. Everything that survives
-    /// is fdatasynced before the log is returned, so it all starts below the high
-    /// watermark.
+    /// later segment unreachable, so those are deleted: offsets stay dense. Everything
+    /// that survives is fdatasynced before the log is returned (the active segment's
+    /// log, and the directory: a crashed process may have left names not yet durable),
+    /// so it all starts below the high watermark.
     pub async fn open(
         env: LogEnv,
         dir: &Path,
@@ -221,10 +226,15 @@ impl PartitionLog {
             Segment::delete_files(SegmentPaths::new(dir, base)).await?;
         }
         compaction::remove_leftovers(dir).await?;
+        let dir_handle = open_dir(dir).await?;
         match segments.back_mut() {
             Some(active) => {
                 active.activate(&config, &env.zero_fill).await?;
                 active.sync_log().await?;
+                dir_handle
+                    .sync()
+                    .await
+                    .map_err(|e| StorageError::io("fsync dir", dir, e))?;
             }
             None => {
                 segments.push_back(
@@ -249,6 +259,7 @@ impl PartitionLog {
             .max(recorded.unwrap_or(Offset(0)).min(log_end));
         let shared = Rc::new(LogShared {
             dir: dir.to_path_buf(),
+            dir_handle,
             config: RefCell::new(config),
             env,
             state: RefCell::new(LogState {
@@ -614,70 +625,6 @@ impl PartitionLog {
             cache: Rc::clone(&self.shared.env.cache),
             limit: segment.flushed_size(),
         }
-    }
-
-    /// Makes everything appended durable, seals the active segment's files to their
-    /// exact lengths and closes the log. Later calls on any clone fail with `Closed`.
-    /// A fenced log is closed without flushing, successfully: its failed appends were
-    /// already told so.
-    pub async fn close(&self) -> Result<()> {
-        let shared = &self.shared;
-        let _permit = self.lock_appends().await?;
-        let _maintenance = self.lock_maintenance().await?;
-        let flushed = {
-            let st = shared.state.borrow();
-            self.durable(&st, st.log_end).waiting_for(Wait::Local)
-        }
-        .await;
-        let finish = {
-            let mut st = shared.state.borrow_mut();
-            if st.closed {
-                return Ok(());
-            }
-            st.closed = true;
-            match (&flushed, &st.fenced) {
-                (Ok(()), None) => st.segments.back_mut().and_then(|active| {
-                    active.start_sealing();
-                    active.begin_flush()
-                }),
-                _ => None,
-            }
-        };
-        if let Some((flush, _)) = finish {
-            let size = flush.size();
-            flush.run(true).await?;
-            if let Some(active) = shared.state.borrow_mut().segments.back_mut() {
-                active.complete_flush(size, true);
-            }
-        }
-        shared.env.cache.remove_log(shared.env.id);
-        shared.env.pool.forget(&shared.dir);
-        self.wake_waiters();
-        match flushed {
-            // The appends that the fence failed were told so; closing itself succeeded.
-            Err(StorageError::Fenced { .. }) => Ok(()),
-            other => other,
-        }
-    }
-
-    /// Closes the log and deletes its directory with every segment in it.
-    pub async fn delete(&self) -> Result<()> {
-        {
-            let mut st = self.shared.state.borrow_mut();
-            st.closed = true;
-        }
-        Rc::clone(&self.shared.env.cache).remove_log(self.shared.env.id);
-        self.shared.env.pool.forget(&self.shared.dir);
-        self.wake_waiters();
-        let dir = self.shared.dir.clone();
-        glommio::executor()
-            .spawn_blocking(move || match std::fs::remove_dir_all(&dir) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    Err(StorageError::io("remove dir", &dir, e))
-                }
-                _ => Ok(()),
-            })
-            .await
     }
 
     fn wake_waiters(&self) {

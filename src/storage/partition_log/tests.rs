@@ -250,3 +250,47 @@ fn failed_fdatasync_fences_the_partition_until_reopened() {
 fn failed_write_fences_the_partition_until_reopened() {
     fails_then_fences("write", 28);
 }
+
+/// A rolled segment's name is made durable by the round that makes its first appends
+/// durable (not on the append path): while the directory's fdatasync fails, appends to
+/// the old segment are acknowledged, the first append to the new one is not.
+#[test]
+fn a_new_segments_first_appends_wait_for_its_directory_entry() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let config = LogConfig {
+            segment_bytes: 4096,
+            ..LogConfig::default()
+        };
+        let log = storage
+            .open_log(&dir.path().join("t-0"), config)
+            .await
+            .expect("open")
+            .0;
+        // The first segment's name is synced with its first append.
+        let first = log.append(&one_batch(1), 0).await.expect("append");
+        first.durable.await.expect("durable");
+        failpoint::arm("fsync dir", libc::EIO);
+        let mut rolled = false;
+        for seed in 2..40 {
+            let segments = log.offsets().segments;
+            let appended = log.append(&one_batch(seed), 0).await.expect("in memory");
+            if log.offsets().segments == segments {
+                appended.durable.await.expect("no directory sync needed");
+                continue;
+            }
+            let err = appended.durable.await.expect_err("the name is not durable");
+            assert!(
+                matches!(&err, StorageError::Fenced { reason, .. } if reason.raw_os_error == Some(libc::EIO)),
+                "{err}"
+            );
+            rolled = true;
+            break;
+        }
+        assert!(rolled, "a 4 KiB segment rolls");
+        assert!(failpoint::check("fsync dir").is_none(), "consumed by the roll's round");
+        log.close().await.expect("close a fenced log");
+        storage.shutdown().await;
+    });
+}

@@ -1,0 +1,85 @@
+//! Closing a log: its last appends made durable and its active segment sealed, or its
+//! directory deleted.
+
+use std::rc::Rc;
+
+use super::{durable::Wait, PartitionLog};
+use crate::storage::{Result, StorageError};
+
+impl PartitionLog {
+    /// Makes everything appended durable, seals the active segment's files to their
+    /// exact lengths and closes the log. Later calls on any clone fail with `Closed`.
+    /// A fenced log is closed without flushing, successfully: its failed appends were
+    /// already told so.
+    pub async fn close(&self) -> Result<()> {
+        let shared = &self.shared;
+        let _permit = self.lock_appends().await?;
+        let _maintenance = self.lock_maintenance().await?;
+        let flushed = {
+            let st = shared.state.borrow();
+            self.durable(&st, st.log_end).waiting_for(Wait::Local)
+        }
+        .await;
+        let finish = {
+            let mut st = shared.state.borrow_mut();
+            if st.closed {
+                return Ok(());
+            }
+            st.closed = true;
+            match (&flushed, &st.fenced) {
+                (Ok(()), None) => st.segments.back_mut().and_then(|active| {
+                    active.start_sealing();
+                    active.begin_flush()
+                }),
+                _ => None,
+            }
+        };
+        if let Some((flush, _)) = finish {
+            let (size, names) = (flush.size(), flush.names());
+            flush.run(true).await?;
+            if names {
+                self.sync_dir().await?;
+            }
+            if let Some(active) = shared.state.borrow_mut().segments.back_mut() {
+                active.complete_flush(size, true, names);
+            }
+        }
+        shared.env.cache.remove_log(shared.env.id);
+        shared.env.pool.forget(&shared.dir);
+        self.wake_waiters();
+        match flushed {
+            // The appends that the fence failed were told so; closing itself succeeded.
+            Err(StorageError::Fenced { .. }) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// fdatasyncs the log's directory through io_uring.
+    async fn sync_dir(&self) -> Result<()> {
+        self.shared
+            .dir_handle
+            .sync()
+            .await
+            .map_err(|e| StorageError::io("fsync dir", &self.shared.dir, e))
+    }
+
+    /// Closes the log and deletes its directory with every segment in it.
+    pub async fn delete(&self) -> Result<()> {
+        {
+            let mut st = self.shared.state.borrow_mut();
+            st.closed = true;
+        }
+        Rc::clone(&self.shared.env.cache).remove_log(self.shared.env.id);
+        self.shared.env.pool.forget(&self.shared.dir);
+        self.wake_waiters();
+        let dir = self.shared.dir.clone();
+        glommio::executor()
+            .spawn_blocking(move || match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(StorageError::io("remove dir", &dir, e))
+                }
+                _ => Ok(()),
+            })
+            .await
+    }
+}
