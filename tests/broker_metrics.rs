@@ -239,6 +239,16 @@ fn metrics_agree_with_what_clients_did_and_parse_with_prometheus_parsers() {
     }
     assert!(sum(&samples, "weir_flush_rounds_total", &[]) >= 1.0);
     assert!(sum(&samples, "weir_flush_bytes_total", &[]) >= bytes as f64);
+    // Every round writes whole 4 KiB pages: the data plus its partial pages.
+    let written = sum(
+        &samples,
+        "weir_storage_written_bytes_total",
+        &[("kind", "log")],
+    );
+    assert!(
+        written >= sum(&samples, "weir_flush_bytes_total", &[]) && written % 4096.0 == 0.0,
+        "log bytes written {written}"
+    );
     // 1 create + 15 produces + 1 fetch, each on its own connection, and 2 scrapes ago.
     assert!(sum(&samples, "weir_connections_accepted_total", &[]) >= 17.0);
     let group = [

@@ -3,6 +3,7 @@
 //! unregistered handles ([`StorageMetrics::default`]) serve tests and benches.
 
 use prometheus_client::{
+    encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::{Registry, Unit},
 };
@@ -27,6 +28,13 @@ fn partitions_histogram() -> Histogram {
     ))
 }
 
+/// A shard and what its writes carried (`log`, `index` or `zeros`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WrittenLabels {
+    shard: u32,
+    kind: &'static str,
+}
+
 /// The storage families, registered once.
 pub(super) struct StorageFamilies {
     rounds: Family<ShardLabel, Counter>,
@@ -44,6 +52,7 @@ pub(super) struct StorageFamilies {
     fenced: Family<ShardLabel, Counter>,
     recycled_segments: Family<ShardLabel, Counter>,
     flush_interval: Family<ShardLabel, SecondsGauge>,
+    written: Family<WrittenLabels, Counter>,
 }
 
 impl StorageFamilies {
@@ -65,6 +74,7 @@ impl StorageFamilies {
             fenced: Family::default(),
             recycled_segments: Family::default(),
             flush_interval: Family::default(),
+            written: Family::default(),
         }
     }
 
@@ -152,6 +162,12 @@ impl StorageFamilies {
             Unit::Seconds,
             f.flush_interval.clone(),
         );
+        registry.register_with_unit(
+            "storage_written",
+            "Bytes the shard's O_DIRECT writes handed the device, by kind: log (the data, plus the partial 4 KiB page each round rewrites and pads), index, zeros (zero-fill ahead of new segments' data); over weir_flush_bytes_total, the write amplification",
+            Unit::Bytes,
+            f.written.clone(),
+        );
         f
     }
 
@@ -173,7 +189,15 @@ impl StorageFamilies {
             fenced: self.fenced.get_or_create_owned(&l),
             recycled_segments: self.recycled_segments.get_or_create_owned(&l),
             flush_interval: self.flush_interval.get_or_create_owned(&l),
+            written_log: self.written(shard, "log"),
+            written_index: self.written(shard, "index"),
+            written_zeros: self.written(shard, "zeros"),
         }
+    }
+
+    fn written(&self, shard: u32, kind: &'static str) -> Counter {
+        self.written
+            .get_or_create_owned(&WrittenLabels { shard, kind })
     }
 }
 
@@ -210,6 +234,12 @@ pub struct StorageMetrics {
     pub recycled_segments: Counter,
     /// Group-commit interval in force, in seconds.
     pub flush_interval: SecondsGauge,
+    /// Bytes written to segment logs (with each round's rewritten and padded pages).
+    pub written_log: Counter,
+    /// Bytes written to index files.
+    pub written_index: Counter,
+    /// Zeros written ahead of segment data.
+    pub written_zeros: Counter,
 }
 
 impl std::fmt::Debug for StorageMetrics {

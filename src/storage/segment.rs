@@ -447,6 +447,15 @@ impl SegmentFlush {
         self.size
     }
 
+    /// Bytes its writes hand the device: (log, both indexes).
+    pub fn written_bytes(&self) -> (u64, u64) {
+        let bytes = |w: &Option<FlushWrite>| w.as_ref().map_or(0, FlushWrite::written_bytes);
+        (
+            bytes(&self.log),
+            bytes(&self.index) + bytes(&self.time_index),
+        )
+    }
+
     /// True when the segment's name is not durable yet: the round that runs this flush
     /// must fdatasync the segment's directory too before its data counts as durable.
     pub fn names(&self) -> bool {

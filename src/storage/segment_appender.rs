@@ -426,6 +426,12 @@ impl FlushWrite {
         &self.chunks
     }
 
+    /// Bytes its writes hand the device: its chunks' aligned lengths, so the content
+    /// plus the partial pages at either end rewritten or padded.
+    pub fn written_bytes(&self) -> u64 {
+        self.chunks.iter().map(|c| c.data.len() as u64).sum()
+    }
+
     /// File position the file's content reaches once this flush is done.
     pub fn end(&self) -> FilePosition {
         self.end

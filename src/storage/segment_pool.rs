@@ -350,8 +350,9 @@ impl SegmentPool {
 
     /// Renames `file` (from [`take`](Self::take)) to `to`, a new segment's log path in
     /// the same directory. The rename is not yet durable (a group commit's fdatasync of
-    /// an overwrite commits no directory entry): [`super::segment::Segment::create`]
-    /// fsyncs the directory once for it and the segment's new index files.
+    /// an overwrite commits no directory entry): the round that makes the new
+    /// segment's first appends durable fdatasyncs the directory, for it and the
+    /// segment's new index files (see [`super::segment::Segment::create`]).
     pub async fn claim(&self, file: &Pooled, to: &Path) -> Result<()> {
         let (from, to) = (file.path.clone(), to.to_path_buf());
         let fail = failpoint::check("recycle claim");

@@ -83,6 +83,7 @@ impl ShardStorage {
         .await?;
         let flusher = FlushScheduler::with_metrics(config.flush, config.metrics.clone());
         let task = glommio::spawn_local(flusher.clone().run());
+        let zero_fill = ZeroFillSlot::counting(config.metrics.written_zeros.clone());
         Ok(ShardStorage {
             inner: Rc::new(ShardInner {
                 cache: Rc::new(BatchCache::with_metrics(
@@ -93,7 +94,7 @@ impl ShardStorage {
                 flusher,
                 clock,
                 next_log_id: Cell::new(1),
-                zero_fill: ZeroFillSlot::new(),
+                zero_fill,
                 pool,
                 flush_task: RefCell::new(Some(task)),
             }),

@@ -6,6 +6,7 @@
 use std::{cell::Cell, rc::Rc};
 
 use glommio::io::{DmaBuffer, DmaFile};
+use prometheus_client::metrics::counter::Counter;
 
 use super::{Result, StorageError};
 
@@ -23,14 +24,26 @@ const ZERO_FILL_URGENT_BYTES: u64 = 1 << 20;
 
 /// A shard's zero-fill slot: its appenders write one non-urgent piece of zeros at a
 /// time, so a uniform load that brings every partition to its next step at once does not
-/// queue hundreds of megabytes of zeros at the device. Cloning shares it; `!Send`.
+/// queue hundreds of megabytes of zeros at the device. It counts the zeros written.
+/// Cloning shares it; `!Send`.
 #[derive(Clone)]
-pub struct ZeroFillSlot(Rc<glommio::sync::Semaphore>);
+pub struct ZeroFillSlot {
+    turn: Rc<glommio::sync::Semaphore>,
+    written: Counter,
+}
 
 impl ZeroFillSlot {
-    /// A slot for one shard (or one test).
+    /// A slot for one test (its count registered nowhere).
     pub fn new() -> ZeroFillSlot {
-        ZeroFillSlot(Rc::new(glommio::sync::Semaphore::new(1)))
+        ZeroFillSlot::counting(Counter::default())
+    }
+
+    /// A shard's slot, adding the bytes of zeros written to `written`.
+    pub fn counting(written: Counter) -> ZeroFillSlot {
+        ZeroFillSlot {
+            turn: Rc::new(glommio::sync::Semaphore::new(1)),
+            written,
+        }
     }
 }
 
@@ -76,7 +89,7 @@ pub(super) async fn zero_fill(
         let _slot = if urgent {
             None
         } else {
-            let permit = slot.0.acquire_static_permit(1).await.map_err(|e| {
+            let permit = slot.turn.acquire_static_permit(1).await.map_err(|e| {
                 StorageError::io("zero-fill", path, std::io::Error::other(e.to_string()))
             })?;
             Some(permit)
@@ -85,6 +98,7 @@ pub(super) async fn zero_fill(
             .write_rc_at(zeros, at)
             .await
             .map_err(|e| StorageError::io("zero-fill", path, e))?;
+        slot.written.inc_by(n as u64);
         StorageError::check_full_write(path, at, n, piece)?;
         at += piece as u64;
     }

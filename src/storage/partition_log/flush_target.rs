@@ -42,6 +42,12 @@ impl FlushTarget for LogShared {
         if jobs.is_empty() {
             return None;
         }
+        let metrics = &self.env.metrics;
+        for (_, f) in &jobs {
+            let (log, index) = f.written_bytes();
+            metrics.written_log.inc_by(log);
+            metrics.written_index.inc_by(index);
+        }
         let outcomes: Vec<(Offset, u64, bool, bool)> = jobs
             .iter()
             .map(|(b, f)| (*b, f.size(), f.seals(), f.names()))

@@ -289,7 +289,10 @@ fn a_new_segments_first_appends_wait_for_its_directory_entry() {
             break;
         }
         assert!(rolled, "a 4 KiB segment rolls");
-        assert!(failpoint::check("fsync dir").is_none(), "consumed by the roll's round");
+        assert!(
+            failpoint::check("fsync dir").is_none(),
+            "consumed by the roll's round"
+        );
         log.close().await.expect("close a fenced log");
         storage.shutdown().await;
     });
