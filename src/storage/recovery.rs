@@ -429,6 +429,67 @@ mod tests {
         });
     }
 
+    /// Sealing leaves a zero-fill tail shorter than an eighth of the data in place (cutting
+    /// it would trim blocks a recycled file needs again) and a reopen ends the log at its
+    /// last batch all the same; a tail longer than that is cut (the test above).
+    #[test]
+    fn a_sealed_log_keeps_a_short_tail_and_reopens_at_its_last_batch() {
+        let dir = test_dir();
+        run(async move {
+            let config = LogConfig {
+                growth: crate::storage::config::FileGrowth::ZeroFill {
+                    step_bytes: 64 << 10,
+                },
+                ..config()
+            };
+            let mut s = Segment::create(
+                dir.path(),
+                Offset(0),
+                &config,
+                0,
+                &ZeroFillSlot::new(),
+                None,
+            )
+            .await
+            .expect("create");
+            for i in 0..200u64 {
+                let p = ProducePayload::validate(
+                    Bytes::from(build_batch(3, &[i as u8; 1700], i as i64)),
+                    1 << 20,
+                )
+                .expect("valid");
+                for b in p.batches() {
+                    s.append(&b, s.next_offset(), 0);
+                }
+                if i % 20 == 19 {
+                    let (flush, _) = s.begin_flush().expect("dirty");
+                    let size = flush.size();
+                    flush.run(true).await.expect("flush");
+                    s.complete_flush(size, false, true);
+                }
+            }
+            s.start_sealing();
+            let (flush, _) = s.begin_flush().expect("dirty");
+            let size = flush.size();
+            flush.run(true).await.expect("flush");
+            s.complete_flush(size, true, true);
+            let len = std::fs::metadata(&s.paths.log).expect("log").len();
+            assert!(
+                len > s.size(),
+                "the zero tail stays: {len} for {}",
+                s.size()
+            );
+            assert!(len - s.size() <= s.size() / 8, "{len} for {}", s.size());
+            let (again, report) = Segment::open(dir.path(), Offset(0), &config, 0)
+                .await
+                .expect("open");
+            assert_eq!(report.truncated_bytes, 0, "zeros are padding, not damage");
+            assert_eq!(again.next_offset(), Offset(600));
+            assert_eq!(again.size(), s.size());
+            assert_eq!(again.index, s.index);
+        });
+    }
+
     #[test]
     fn an_index_entry_pointing_at_no_batch_falls_back_to_a_full_replay() {
         let dir = test_dir();

@@ -2,8 +2,8 @@
 //! offset in its name, its `.index` and `.timeindex`, and their in-memory state.
 //!
 //! A segment is *active* (appends go to it), *sealing* (rolled, waiting for the flush
-//! that writes its last bytes, truncates its files to their exact lengths and fsyncs
-//! all three) or *sealed* (read-only). Only the log's flushed prefix is ever read.
+//! that writes its last bytes, truncates its files to their exact lengths — the log
+//! only past a long tail, see [`Seal`] — and fsyncs all three) or *sealed* (read-only). Only the log's flushed prefix is ever read.
 
 use std::{path::Path, path::PathBuf, rc::Rc};
 
@@ -55,10 +55,14 @@ pub struct SegmentFlush {
     names: bool,
 }
 
-/// What sealing a segment still has to do once its data is durable: cut its three files
-/// to their exact lengths (the log carries zero-fill past its data) and fdatasync them.
-/// Nothing acknowledged depends on it — recovery treats a zero tail and untrimmed index
-/// files alike — so a group commit does not wait for it (see [`SegmentFlush::take_seal`]).
+/// What sealing a segment still has to do once its data is durable: cut its files to
+/// their exact lengths and fdatasync them. The log is cut only when what lies past its
+/// data (zero-fill, a recycled file's stale bytes) is more than [`SEAL_TAIL_KEPT`] or an
+/// eighth of the data: a small tail stays, because cutting it frees blocks — a trim on a discard-mounted
+/// disk — that the file would need again once recycled (it would be zero-filled anew
+/// past its end). Nothing acknowledged depends on the seal — recovery treats a zero or
+/// stale tail and untrimmed index files alike, ending the log at its last batch — so a
+/// group commit does not wait for it (see [`SegmentFlush::take_seal`]).
 pub struct Seal {
     log: Rc<DmaFile>,
     index: Rc<DmaFile>,
@@ -69,10 +73,23 @@ pub struct Seal {
     time_index_bytes: u64,
 }
 
+/// Most bytes past a sealed log's data that sealing leaves in place (the recycle pool's
+/// oversize bound: a file that much larger still serves a segment of the same size).
+/// A tail is also cut when it is more than an eighth of the data, so a segment rolled
+/// early (by age) does not keep a large recycled file's worth of disk.
+pub const SEAL_TAIL_KEPT: u64 = 8 << 20;
+
 impl Seal {
-    /// Truncates the three files to their exact lengths and fdatasyncs them, all three
-    /// at once.
+    /// Truncates the index files, and the log when its tail is too long to keep (see
+    /// [`SEAL_TAIL_KEPT`]), to their exact lengths and fdatasyncs all three at once.
     pub async fn finish(self) -> Result<()> {
+        let log_len = self
+            .log
+            .file_size()
+            .await
+            .map_err(|e| StorageError::io("stat", &self.paths.log, e))?;
+        let tail = log_len.saturating_sub(self.log_bytes);
+        let cut_log = tail > SEAL_TAIL_KEPT.min(self.log_bytes / 8);
         let files = [
             (&self.log, &self.paths.log, self.log_bytes),
             (&self.index, &self.paths.index, self.index_bytes),
@@ -82,11 +99,16 @@ impl Seal {
                 self.time_index_bytes,
             ),
         ];
-        let ((log, index), time_index) = futures_lite::future::zip(
-            futures_lite::future::zip(cut(files[0]), cut(files[1])),
-            cut(files[2]),
-        )
-        .await;
+        let log = async {
+            if cut_log {
+                cut(files[0]).await
+            } else {
+                sync(files[0]).await
+            }
+        };
+        let ((log, index), time_index) =
+            futures_lite::future::zip(futures_lite::future::zip(log, cut(files[1])), cut(files[2]))
+                .await;
         log?;
         index?;
         time_index
@@ -97,6 +119,10 @@ async fn cut((file, path, len): (&Rc<DmaFile>, &PathBuf, u64)) -> Result<()> {
     file.truncate(len)
         .await
         .map_err(|e| StorageError::io("truncate", path, e))?;
+    sync((file, path, len)).await
+}
+
+async fn sync((file, path, _): (&Rc<DmaFile>, &PathBuf, u64)) -> Result<()> {
     file.fdatasync()
         .await
         .map_err(|e| StorageError::io("fdatasync", path, e))
@@ -490,8 +516,8 @@ impl SegmentFlush {
     }
 
     /// Writes the log and its indexes; fdatasyncs the log when `sync`. A sealing flush
-    /// whose seal was not taken out also runs it: truncates all three files to their
-    /// exact lengths and fdatasyncs each (index files are otherwise derived data,
+    /// whose seal was not taken out also runs it: truncates the files to their exact
+    /// lengths (see [`Seal`]) and fdatasyncs each (index files are otherwise derived data,
     /// rebuilt by recovery, and not synced).
     pub async fn run(self, sync: bool) -> Result<()> {
         let sealing = self.seal.is_some();
