@@ -377,26 +377,35 @@ mod tests {
         }
     }
 
+    /// Appends one batch of 3 records whose values are `bytes` bytes of `seed`.
+    fn append_batch(s: &mut Segment, seed: u64, bytes: usize) {
+        let batch = build_batch(3, &vec![seed as u8; bytes], seed as i64);
+        let p = ProducePayload::validate(Bytes::from(batch), 1 << 20).expect("valid");
+        for b in p.batches() {
+            s.append(&b, s.next_offset(), 0);
+        }
+    }
+
+    /// Writes and fdatasyncs what was appended, sealing the segment first when `seal`.
+    async fn flush(s: &mut Segment, seal: bool) {
+        if seal {
+            s.start_sealing();
+        }
+        let (flush, _) = s.begin_flush().expect("dirty");
+        let size = flush.size();
+        flush.run(true).await.expect("flush");
+        s.complete_flush(size, seal, true);
+    }
+
     /// A sealed segment of 20 batches of 3 records, about 600 bytes each.
     async fn sealed_segment(dir: &Path) -> Segment {
         let mut s = Segment::create(dir, Offset(0), &config(), 0, &ZeroFillSlot::new(), None)
             .await
             .expect("create");
         for i in 0..20u64 {
-            let p = ProducePayload::validate(
-                Bytes::from(build_batch(3, &[i as u8; 500], i as i64)),
-                1 << 20,
-            )
-            .expect("valid");
-            for b in p.batches() {
-                s.append(&b, s.next_offset(), 0);
-            }
+            append_batch(&mut s, i, 500);
         }
-        s.start_sealing();
-        let (flush, _) = s.begin_flush().expect("dirty");
-        let size = flush.size();
-        flush.run(true).await.expect("flush");
-        s.complete_flush(size, true, true);
+        flush(&mut s, true).await;
         s
     }
 
@@ -453,26 +462,12 @@ mod tests {
             .await
             .expect("create");
             for i in 0..200u64 {
-                let p = ProducePayload::validate(
-                    Bytes::from(build_batch(3, &[i as u8; 1700], i as i64)),
-                    1 << 20,
-                )
-                .expect("valid");
-                for b in p.batches() {
-                    s.append(&b, s.next_offset(), 0);
-                }
+                append_batch(&mut s, i, 1700);
                 if i % 20 == 19 {
-                    let (flush, _) = s.begin_flush().expect("dirty");
-                    let size = flush.size();
-                    flush.run(true).await.expect("flush");
-                    s.complete_flush(size, false, true);
+                    flush(&mut s, false).await;
                 }
             }
-            s.start_sealing();
-            let (flush, _) = s.begin_flush().expect("dirty");
-            let size = flush.size();
-            flush.run(true).await.expect("flush");
-            s.complete_flush(size, true, true);
+            flush(&mut s, true).await;
             let len = std::fs::metadata(&s.paths.log).expect("log").len();
             assert!(
                 len > s.size(),
