@@ -3,7 +3,8 @@
 //!
 //! A segment is *active* (appends go to it), *sealing* (rolled, waiting for the flush
 //! that writes its last bytes, truncates its files to their exact lengths — the log
-//! only past a long tail, see [`Seal`] — and fsyncs all three) or *sealed* (read-only). Only the log's flushed prefix is ever read.
+//! only past a long tail, see [`Seal`] — and fsyncs all three) or *sealed*
+//! (read-only). Only the log's flushed prefix is ever read.
 
 use std::{path::Path, path::PathBuf, rc::Rc};
 
@@ -57,12 +58,13 @@ pub struct SegmentFlush {
 
 /// What sealing a segment still has to do once its data is durable: cut its files to
 /// their exact lengths and fdatasync them. The log is cut only when what lies past its
-/// data (zero-fill, a recycled file's stale bytes) is more than [`SEAL_TAIL_KEPT`] or an
-/// eighth of the data: a small tail stays, because cutting it frees blocks — a trim on a discard-mounted
-/// disk — that the file would need again once recycled (it would be zero-filled anew
-/// past its end). Nothing acknowledged depends on the seal — recovery treats a zero or
-/// stale tail and untrimmed index files alike, ending the log at its last batch — so a
-/// group commit does not wait for it (see [`SegmentFlush::take_seal`]).
+/// data (zero-fill, a recycled file's stale bytes) is more than [`SEAL_TAIL_KEPT`] or
+/// an eighth of the data: a small tail stays, because cutting it frees blocks — a trim
+/// on a discard-mounted disk — that the file would need again once recycled (it would
+/// be zero-filled anew past its end). Nothing acknowledged depends on the seal —
+/// recovery treats a zero or stale tail and untrimmed index files alike, ending the log
+/// at its last batch — so a group commit does not wait for it (see
+/// [`SegmentFlush::take_seal`]).
 pub struct Seal {
     log: Rc<DmaFile>,
     index: Rc<DmaFile>,
@@ -103,7 +105,7 @@ impl Seal {
             if cut_log {
                 cut(files[0]).await
             } else {
-                sync(files[0]).await
+                sync(&self.log, &self.paths.log).await
             }
         };
         let ((log, index), time_index) =
@@ -119,10 +121,10 @@ async fn cut((file, path, len): (&Rc<DmaFile>, &PathBuf, u64)) -> Result<()> {
     file.truncate(len)
         .await
         .map_err(|e| StorageError::io("truncate", path, e))?;
-    sync((file, path, len)).await
+    sync(file, path).await
 }
 
-async fn sync((file, path, _): (&Rc<DmaFile>, &PathBuf, u64)) -> Result<()> {
+async fn sync(file: &DmaFile, path: &Path) -> Result<()> {
     file.fdatasync()
         .await
         .map_err(|e| StorageError::io("fdatasync", path, e))
@@ -517,8 +519,8 @@ impl SegmentFlush {
 
     /// Writes the log and its indexes; fdatasyncs the log when `sync`. A sealing flush
     /// whose seal was not taken out also runs it: truncates the files to their exact
-    /// lengths (see [`Seal`]) and fdatasyncs each (index files are otherwise derived data,
-    /// rebuilt by recovery, and not synced).
+    /// lengths (see [`Seal`]) and fdatasyncs each (index files are otherwise derived
+    /// data, rebuilt by recovery, and not synced).
     pub async fn run(self, sync: bool) -> Result<()> {
         let sealing = self.seal.is_some();
         let log = async {

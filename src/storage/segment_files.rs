@@ -72,11 +72,12 @@ pub(crate) fn sync_dir_blocking(dir: &Path) -> Result<()> {
         .map_err(|e| StorageError::io("fsync dir", dir, e))
 }
 
-/// [`sync_dir_blocking`] from the reactor, on the blocking pool (glommio's directory
-/// handles fail on relative paths).
-pub(crate) async fn sync_dir(dir: &Path) -> Result<()> {
-    let dir = dir.to_path_buf();
-    glommio::executor()
-        .spawn_blocking(move || sync_dir_blocking(&dir))
+/// fdatasyncs the directory `handle` (opened by [`open_dir`] on `dir`) through
+/// io_uring: makes the entries created, renamed or removed in it durable (ext4 and XFS
+/// write a directory's entries on fdatasync).
+pub(crate) async fn sync_dir(handle: &Directory, dir: &Path) -> Result<()> {
+    handle
+        .sync()
         .await
+        .map_err(|e| StorageError::io("fsync dir", dir, e))
 }

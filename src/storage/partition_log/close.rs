@@ -54,15 +54,6 @@ impl PartitionLog {
         }
     }
 
-    /// fdatasyncs the log's directory through io_uring.
-    async fn sync_dir(&self) -> Result<()> {
-        self.shared
-            .dir_handle
-            .sync()
-            .await
-            .map_err(|e| StorageError::io("fsync dir", &self.shared.dir, e))
-    }
-
     /// Closes the log and deletes its directory with every segment in it.
     pub async fn delete(&self) -> Result<()> {
         {

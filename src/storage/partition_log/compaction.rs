@@ -39,7 +39,7 @@ use crate::storage::{
     recovery,
     segment::{open_dma, SegmentPaths},
     segment_appender::{SegmentAppender, ZeroFillSlot},
-    segment_files::{remove_if_present, sync_dir},
+    segment_files::remove_if_present,
     segment_index::{IndexedBatch, SegmentIndex},
     Offset, Result, StorageError,
 };
@@ -356,7 +356,6 @@ impl PartitionLog {
         if !current(&shared.state.borrow()) {
             return Ok(false);
         }
-        let dir = shared.dir.clone();
         let old = segment.paths.clone();
         // Old indexes go first: from here a crash leaves a log whose indexes recovery
         // rebuilds, whichever log it is.
@@ -368,7 +367,7 @@ impl PartitionLog {
             }
         })
         .await?;
-        sync_dir(&dir).await?;
+        self.sync_dir().await?;
         step("compaction rename log", {
             let (from, to) = (cleaned.log.clone(), old.log.clone());
             move || rename(&from, &to)
@@ -383,7 +382,7 @@ impl PartitionLog {
             }
         })
         .await?;
-        sync_dir(&dir).await?;
+        self.sync_dir().await?;
         let file = open_dma(&old.log).await?;
         let mut st = shared.state.borrow_mut();
         if let Some(s) = st.segments.iter_mut().find(|s| s.base() == segment.base) {

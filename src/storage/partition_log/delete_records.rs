@@ -7,7 +7,6 @@
 use std::path::Path;
 
 use super::{retention::Retired, PartitionLog};
-use crate::storage::segment_files::sync_dir;
 use crate::storage::{Offset, Result, StorageError};
 
 /// The file in a partition directory that holds its log start offset, when DeleteRecords
@@ -35,7 +34,7 @@ pub(super) async fn read_log_start(dir: &Path) -> Result<Option<Offset>> {
 }
 
 /// Writes `offset` as `dir`'s log start offset: a temporary file, fsynced, renamed over
-/// the old one, the directory fsynced.
+/// the old one. The caller syncs the directory.
 async fn write_log_start(dir: &Path, offset: Offset) -> Result<()> {
     let path = dir.join(LOG_START_FILE);
     let tmp = dir.join(format!("{LOG_START_FILE}.tmp"));
@@ -49,8 +48,7 @@ async fn write_log_start(dir: &Path, offset: Offset) -> Result<()> {
                 .map_err(|e| StorageError::io("write", &tmp, e))?;
             std::fs::rename(&tmp, &path).map_err(|e| StorageError::io("rename", &path, e))
         })
-        .await?;
-    sync_dir(dir).await
+        .await
 }
 
 impl PartitionLog {
@@ -77,6 +75,7 @@ impl PartitionLog {
             }
         }
         write_log_start(&shared.dir, before).await?;
+        self.sync_dir().await?;
         let (log_start, doomed) = {
             let mut st = shared.state.borrow_mut();
             st.log_start = st.log_start.max(before);

@@ -39,7 +39,7 @@ use super::{
     record_batch::ProducePayload,
     recovery::RecoveryReport,
     segment::{Segment, SegmentPaths},
-    segment_files::open_dir,
+    segment_files::{open_dir, sync_dir},
     segment_reader::SegmentReader,
     Offset, Result, StorageError,
 };
@@ -231,10 +231,7 @@ impl PartitionLog {
             Some(active) => {
                 active.activate(&config, &env.zero_fill).await?;
                 active.sync_log().await?;
-                dir_handle
-                    .sync()
-                    .await
-                    .map_err(|e| StorageError::io("fsync dir", dir, e))?;
+                sync_dir(&dir_handle, dir).await?;
             }
             None => {
                 segments.push_back(
@@ -508,6 +505,11 @@ impl PartitionLog {
             .acquire_permit(1)
             .await
             .map_err(|_| StorageError::Closed(self.shared.dir.clone()))
+    }
+
+    /// fdatasyncs the log's directory (see [`sync_dir`]).
+    async fn sync_dir(&self) -> Result<()> {
+        sync_dir(&self.shared.dir_handle, &self.shared.dir).await
     }
 
     fn enqueue_flush(&self, bytes: u64) {
