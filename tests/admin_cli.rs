@@ -319,7 +319,7 @@ fn topic_configs_are_checked_stored_applied_and_kept_across_a_restart() {
     assert!(ok && !out.contains("max.message.bytes"), "{out}");
 
     // Applied without a restart: four ~900 KB batches roll 1 MiB segments, and
-    // retention.bytes then deletes the oldest within a retention check (10 s).
+    // retention.bytes then deletes the oldest within a retention check (1 s).
     for _ in 0..4 {
         assert_eq!(
             produce(broker.port, "kept", 0, build_batch(100, &[9u8; 9000], 0)).0,

@@ -39,13 +39,13 @@ use std::{
     time::Duration,
 };
 
-use glommio::io::DmaFile;
+use glommio::io::{Directory, DmaFile};
 use prometheus_client::metrics::counter::Counter;
 
 use super::{
     failpoint,
     segment_appender::align_down,
-    segment_files::{remove_if_present, sync_dir_blocking, SegmentPaths},
+    segment_files::{remove_if_present, sync_dir, SegmentPaths},
     Offset, Result, StorageError,
 };
 
@@ -89,8 +89,8 @@ pub struct RecycleConfig {
 impl Default for RecycleConfig {
     fn default() -> RecycleConfig {
         RecycleConfig {
-            // Four default-sized segments: retention, which runs every 10 s, may free a
-            // few segments of a partition at once that its next rolls then take.
+            // Four default-sized segments: a partition's retention may free a few of its
+            // segments at once (a retention.bytes lowered) that its next rolls then take.
             bytes_max: 4 << 30,
             // ext4 trims freed blocks at its journal commit (every 5 s): 8 MiB/s keeps a
             // commit's trim to ~40 MiB, which this disk absorbs without a visible stall.
@@ -266,14 +266,18 @@ impl SegmentPool {
     /// index files, then — once nobody else holds `log_file` — keeps its log as a
     /// recycled file of its partition when the shard's bound allows, or deletes it
     /// paced. `stale_below` is the segment's next offset; `log_file` its open log,
-    /// `None` on a retry after a failure (it was waited for then). Fails only on an I/O
-    /// error (the files then stay where they are, which a reopened log treats as a
-    /// segment retention has yet to delete).
+    /// `None` on a retry after a failure (it was waited for then); `dir` the partition's
+    /// open directory, synced before a kept file can be taken — through io_uring, as a
+    /// device flush on the blocking pool would hold up a roll's rename there, and with
+    /// it the partition's appends. Fails only on an I/O error (the
+    /// files then stay where they are, which a reopened log treats as a segment
+    /// retention has yet to delete).
     pub async fn retire(
         &self,
         paths: SegmentPaths,
         log_file: Option<Rc<DmaFile>>,
         stale_below: Offset,
+        dir: &Directory,
     ) -> Result<()> {
         let mut recyclable = true;
         if let Some(log_file) = log_file {
@@ -288,6 +292,7 @@ impl SegmentPool {
         let kept_path = paths
             .log
             .with_file_name(format!("{:020}{RECYCLED_SUFFIX}", stale_below.0));
+        let paths_dir = paths.log.parent().map(Path::to_path_buf);
         let room = self.inner.config.bytes_max.saturating_sub(self.bytes());
         // Failpoints are per thread: looked up here, injected on the blocking pool.
         let fail_remove = failpoint::check("recycle remove indexes");
@@ -311,12 +316,12 @@ impl SegmentPool {
                 }
                 std::fs::rename(&paths.log, &kept_path)
                     .map_err(|e| StorageError::io("rename", &paths.log, e))?;
-                if let Some(dir) = kept_path.parent() {
-                    sync_dir_blocking(dir)?;
-                }
                 Ok(Some((kept_path, bytes, true)))
             })
             .await?;
+        if let Some(parent) = paths_dir.as_deref() {
+            sync_dir(dir, parent).await?;
+        }
         match kept {
             Some((path, bytes, true)) => self.inner.files.borrow_mut().push(Pooled {
                 path,

@@ -2,7 +2,7 @@
 
 use std::rc::Rc;
 
-use glommio::io::DmaFile;
+use glommio::io::{Directory, DmaFile};
 
 use super::PartitionLog;
 use crate::storage::{
@@ -36,10 +36,15 @@ impl Retired {
     }
 
     /// Drops its cached batches and hands its files to the shard's pool.
-    async fn retire(&mut self, env: &LogEnv) -> Result<()> {
+    async fn retire(&mut self, env: &LogEnv, dir: &Directory) -> Result<()> {
         env.cache.remove_segment(self.key);
         env.pool
-            .retire(self.paths.clone(), self.log_file.take(), self.next_offset)
+            .retire(
+                self.paths.clone(),
+                self.log_file.take(),
+                self.next_offset,
+                dir,
+            )
             .await
     }
 }
@@ -109,7 +114,7 @@ impl PartitionLog {
             let Some(mut retired) = next else {
                 return Ok(());
             };
-            if let Err(e) = retired.retire(&shared.env).await {
+            if let Err(e) = retired.retire(&shared.env, &shared.dir_handle).await {
                 shared.state.borrow_mut().unretired.push_front(retired);
                 return Err(e);
             }
