@@ -41,6 +41,9 @@ pub struct Segment {
     pub(crate) flushed_size: u64,
     pub(crate) created_ms: i64,
     pub(crate) sealing: bool,
+    /// True once a flush took the seal: that flush holds everything left to write, and
+    /// a round begun before it finishes (rounds are pipelined) leaves the segment alone.
+    seal_begun: bool,
     /// False from [`Segment::create`] until a flush round has fdatasynced the directory
     /// after the files were named: until then a crash may lose their names.
     pub(crate) named_durably: bool,
@@ -175,6 +178,7 @@ impl Segment {
                 flushed_size: recovered.valid_end,
                 created_ms: now_ms,
                 sealing: false,
+                seal_begun: false,
                 named_durably: true,
             },
             recovered.report,
@@ -231,6 +235,7 @@ impl Segment {
             flushed_size: 0,
             created_ms: now_ms,
             sealing: false,
+            seal_begun: false,
             named_durably: false,
         })
     }
@@ -252,6 +257,7 @@ impl Segment {
             .await?,
         );
         self.sealing = false;
+        self.seal_begun = false;
         Ok(())
     }
 
@@ -346,9 +352,10 @@ impl Segment {
     /// Seals what was appended since the last flush and returns the flush to run.
     /// The log chunks it returns are for the batch cache.
     pub fn begin_flush(&mut self) -> Option<(SegmentFlush, Vec<Chunk>)> {
-        if !self.needs_flush() {
+        if !self.needs_flush() || self.seal_begun {
             return None;
         }
+        self.seal_begun = self.sealing;
         let w = self.writer.as_mut()?;
         let log = w.log.begin_flush();
         let chunks = log

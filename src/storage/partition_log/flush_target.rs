@@ -75,6 +75,10 @@ impl FlushTarget for LogShared {
         let finish = Box::new(move |result: Result<()>| {
             let mut st = self.state.borrow_mut();
             match result {
+                // Fenced by an earlier round that failed after this one began (rounds
+                // are pipelined): these appends follow ones that may be lost, so they
+                // fail with the fence (their waiters were woken by it).
+                Ok(_) if st.fenced.is_some() => {}
                 Ok(_) => {
                     for (base, size, seals, names) in outcomes {
                         if let Some(s) = st.segments.iter_mut().find(|s| s.base() == base) {

@@ -297,3 +297,90 @@ fn a_new_segments_first_appends_wait_for_its_directory_entry() {
         storage.shutdown().await;
     });
 }
+
+/// Rounds are pipelined: while one round's fdatasync stalls, the next writes — here
+/// across rolls, so a sealing segment's last flush is in flight when the next round
+/// begins. Every acknowledged append is there, in order, after a reopen.
+#[test]
+fn appends_across_rolls_while_fdatasyncs_stall_are_all_kept() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let config = LogConfig {
+            segment_bytes: 4096,
+            ..LogConfig::default()
+        };
+        let path = dir.path().join("t-0");
+        let log = storage
+            .open_log(&path, config.clone())
+            .await
+            .expect("open")
+            .0;
+        for _ in 0..30 {
+            failpoint::arm_stall("fdatasync", std::time::Duration::from_millis(5));
+        }
+        let mut waits = Vec::new();
+        for seed in 0..60u8 {
+            let appended = log.append(&one_batch(seed), 0).await.expect("append");
+            waits.push(appended.durable);
+            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        for durable in waits {
+            durable.await.expect("durable");
+        }
+        assert!(log.offsets().segments > 10, "4 KiB segments rolled");
+        log.close().await.expect("close");
+        let log = storage.open_log(&path, config).await.expect("reopen").0;
+        assert_eq!(log.log_end(), Offset(180));
+        let mut next = 0;
+        while next < 180 {
+            let read = log.read(Offset(next), 1 << 20).await.expect("read");
+            let mut rest: &[u8] = &read.records;
+            assert!(!rest.is_empty(), "batches below the high watermark");
+            while !rest.is_empty() {
+                let (batch, tail) =
+                    crate::storage::record_batch::RecordBatch::validate_stored(rest, 1 << 20)
+                        .expect("intact");
+                assert_eq!(batch.base_offset() as u64, next, "dense, in order");
+                next += batch.offset_count();
+                rest = tail;
+            }
+        }
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+/// A round that begins while the one before it syncs (rounds are pipelined) and then
+/// learns that round failed does not acknowledge its appends, though its own fdatasync
+/// succeeded: they follow appends that may be lost.
+#[test]
+fn appends_in_a_round_begun_before_a_failed_sync_finished_fail_too() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let log = open_t0(&storage, dir.path()).await;
+        failpoint::arm_stall("fdatasync", std::time::Duration::from_millis(50));
+        failpoint::arm("fdatasync", libc::EIO);
+        let first = log.append(&one_batch(1), 0).await.expect("append");
+        glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+        let second = log.append(&one_batch(2), 0).await.expect("in memory");
+        let both_rounds = storage
+            .flusher()
+            .round_after(storage.flusher().rounds() + 1);
+        first.durable.await.expect_err("its fdatasync failed");
+        let err = second
+            .durable
+            .await
+            .expect_err("it follows a failed append");
+        assert!(matches!(&err, StorageError::Fenced { .. }), "{err}");
+        both_rounds.await;
+        assert_eq!(
+            log.high_watermark(),
+            Offset(0),
+            "the second round, finished after the fence, acknowledged nothing"
+        );
+        log.close().await.expect("close a fenced log");
+        storage.shutdown().await;
+    });
+}
