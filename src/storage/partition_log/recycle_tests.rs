@@ -83,7 +83,7 @@ async fn write(log: &PartitionLog, seed: u64, n: u64) -> BTreeMap<u64, Vec<u8>> 
 
 /// Every batch from the log start to the high watermark, checking that offsets are
 /// dense; base offset → identity.
-async fn read_all(log: &PartitionLog) -> BTreeMap<u64, Vec<u8>> {
+pub(super) async fn read_all(log: &PartitionLog) -> BTreeMap<u64, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut next = log.log_start_offset().0;
     while next < log.high_watermark().0 {
