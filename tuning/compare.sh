@@ -11,13 +11,18 @@
 # and once, against `no-fsync`, loadgen's producer vs confluent-kafka's (librdkafka) with
 # the same message size, batching, acks and partitions (8, so the broker is not the
 # limit).
+# Every profile's scenarios run REPEATS times, the profiles interleaved (so a slow
+# minute of the disk does not land on one profile), and the targets take the median of
+# the repeats: single runs of a latency percentile swing 2-5x on this machine. Tables
+# and plots show the first repeat.
 # Run it on an idle machine (a compile beside it ruins the latency figures).
-# Usage: bash tuning/compare.sh        env: DURATION (20s), WARMUP (5s)
+# Usage: bash tuning/compare.sh        env: DURATION (20s), WARMUP (5s), REPEATS (3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-20s}
 WARMUP=${WARMUP:-5s}
+REPEATS=${REPEATS:-3}
 PROFILES=(default fixed-1ms low-latency max-throughput shared no-fsync)
 PORT=29092
 LOADGEN_CORE=0
@@ -33,14 +38,17 @@ lg=target/release/loadgen
 runs=target/tuning-runs/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$runs" tuning/results
 
-# produce SCENARIO PROFILE [loadgen options...]: one loadgen run into $runs/SCENARIO/PROFILE.
+# produce SCENARIO PROFILE [loadgen options...]: one loadgen run into
+# $runs/SCENARIO/PROFILE (the first repeat) or $runs/rN/SCENARIO/PROFILE (repeat N).
 produce() {
-  local scenario=$1 profile=$2
+  local scenario=$1 profile=$2 out
   shift 2
-  echo "== $scenario / $profile"
+  out=$runs/$scenario/$profile
+  [ "${rep:-1}" = 1 ] || out=$runs/r$rep/$scenario/$profile
+  echo "== $scenario / $profile${rep:+ (repeat $rep)}"
   "$lg" produce --bootstrap 127.0.0.1:$PORT --cores $LOADGEN_CORE --message-size 1024 \
     --acks all --warmup "$WARMUP" --duration "$DURATION" --label "$profile" \
-    --profile "$profile" --out "$runs/$scenario/$profile" "$@"
+    --profile "$profile" --out "$out" "$@"
 }
 
 throughput() {
@@ -48,17 +56,20 @@ throughput() {
 }
 
 half_rate=""
-for profile in "${PROFILES[@]}"; do
-  start_broker $PORT --config "tuning/$profile.toml"
-  produce max "$profile" --topic max --partitions 1 --batch-bytes $BATCH
-  if [ -z "$half_rate" ]; then
-    half_rate=$(jq -r '.produce.messages_per_second / 2 | floor' "$runs/max/default/summary.json")
-  fi
-  produce half "$profile" --topic half --partitions 1 --batch-bytes $BATCH --rate "$half_rate"
-  produce low "$profile" --topic low --partitions 1 --batch-bytes $BATCH --rate "$((half_rate / 5))"
-  produce many "$profile" --topic many --partitions 200 --rate 20000
-  stop_broker
+for rep in $(seq 1 "$REPEATS"); do
+  for profile in "${PROFILES[@]}"; do
+    start_broker $PORT --config "tuning/$profile.toml"
+    produce max "$profile" --topic max --partitions 1 --batch-bytes $BATCH
+    if [ -z "$half_rate" ]; then
+      half_rate=$(jq -r '.produce.messages_per_second / 2 | floor' "$runs/max/default/summary.json")
+    fi
+    produce half "$profile" --topic half --partitions 1 --batch-bytes $BATCH --rate "$half_rate"
+    produce low "$profile" --topic low --partitions 1 --batch-bytes $BATCH --rate "$((half_rate / 5))"
+    produce many "$profile" --topic many --partitions 200 --rate 20000
+    stop_broker
+  done
 done
+unset rep
 
 echo "== loadgen vs confluent-kafka, no-fsync"
 start_broker $PORT --config tuning/no-fsync.toml
@@ -81,13 +92,21 @@ for scenario in max half low many; do
     > "$runs/$scenario.md"
 done
 
-"$py" - "$runs" "$half_rate" "$DURATION" "$WARMUP" > tuning/RESULTS.md <<'PY'
-import json, os, platform, subprocess, sys
+"$py" - "$runs" "$half_rate" "$DURATION" "$WARMUP" "$REPEATS" > tuning/RESULTS.md <<'PY'
+import json, os, platform, statistics, subprocess, sys
 runs, half_rate, duration, warmup = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+repeats = int(sys.argv[5])
 profiles = ["default", "fixed-1ms", "low-latency", "max-throughput", "shared", "no-fsync"]
 fixed = ["fixed-1ms", "low-latency", "max-throughput"]
 def summary(*parts):
     return json.load(open(os.path.join(runs, *parts, "summary.json")))
+def median(scenario, profile, value):
+    """The median over the repeats of value(summary) for one cell."""
+    dirs = [(scenario, profile)] + [(f"r{r}", scenario, profile) for r in range(2, repeats + 1)]
+    return statistics.median(value(summary(*d)) for d in dirs)
+def latencies(scenario, profile):
+    keys = ["p50", "p99", "p99_99"]
+    return {k: median(scenario, profile, lambda s: s["latency_ms"]["produce"][k]) for k in keys}
 def table(name):
     return "".join(l for l in open(os.path.join(runs, name + ".md")) if not l.startswith("plot:"))
 def sh(cmd):
@@ -96,12 +115,12 @@ cpu = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip()
 mem = sh("free -g | awk '/Mem:/ {print $2}'")
 disk = sh("df -hT . | tail -1 | awk '{print $1\" (\"$2\", \"$3\")\"}'")
 commit = sh("git rev-parse --short HEAD")
-mx = {p: summary("max", p)["produce"]["messages_per_second"] for p in profiles}
-half = {p: summary("half", p)["latency_ms"]["produce"] for p in profiles}
-low = {p: summary("low", p)["latency_ms"]["produce"] for p in profiles}
+mx = {p: median("max", p, lambda s: s["produce"]["messages_per_second"]) for p in profiles}
+half = {p: latencies("half", p) for p in profiles}
+low = {p: latencies("low", p) for p in profiles}
 best_max = max(fixed, key=lambda p: mx[p])
 best_half = min(fixed, key=lambda p: half[p]["p99"])
-many = {p: summary("many", p)["latency_ms"]["produce"] for p in profiles}
+many = {p: latencies("many", p) for p in profiles}
 ref_loadgen = summary("reference", "loadgen")["produce"]["messages_per_second"]
 ref_confluent = json.load(open(os.path.join(runs, "reference", "confluent.json")))["messages_per_second"]
 def mark(ok):
@@ -112,8 +131,10 @@ Measured by `bash tuning/compare.sh` on {sh('date -u +%Y-%m-%d')} at commit `{co
 idle machine: {os.cpu_count()} vCPUs ({cpu}), {mem} GiB memory, Linux {platform.release()},
 data on {disk}. weir runs one shard pinned to core 1, loadgen runs pinned to core 0;
 every run is {warmup} of warm-up (left out) and {duration} measured, 1 KiB messages,
-acks=all. Each profile starts on a fresh data directory. Raw results (summary.json,
-.hlog, .hgrm per run) are in `{runs}` on the machine that ran it.
+acks=all. Each profile starts on a fresh data directory. Every cell ran {repeats} times,
+the profiles interleaved; **the targets use the median of the {repeats}** and the tables
+and plots below show the first run. Raw results (summary.json, .hlog, .hgrm per run)
+are in `{runs}` on the machine that ran it.
 
 Profiles (`tuning/*.toml`): **default** (the adaptive group commit, `--flush-target-p99 2ms`,
 poll 500 µs before sleeping), **fixed-1ms** (the default before it: a round every 1 ms,
@@ -123,7 +144,7 @@ bigger buffers), **shared** (the default without polling: for machines shared wi
 work, and the test suite), **no-fsync** (the default made write-only: NOT durable, the
 reference for what durability costs).
 
-## Targets
+## Targets (medians of {repeats} runs)
 
 | target | measured | |
 |---|---|---|
