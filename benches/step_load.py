@@ -62,9 +62,10 @@ parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W + 210}" height="{TO
          f'font-family="sans-serif"><rect width="100%" height="100%" fill="white"/>']
 
 
-def panel(k, title, series, unit):
+def panel(k, title, series, unit, floor=1e-9):
+    """Panel k; its axis reaches at least `floor`, so a flat series still reads."""
     top = TOP + k * (H + GAP)
-    ymax = max([y for _, pts, _ in series for _, y in pts] + [1e-9]) * 1.1
+    ymax = max([y for _, pts, _ in series for _, y in pts] + [floor]) * 1.1
     parts.append(f'<text x="{LEFT}" y="{top - 10}" font-size="15">{title}</text>'
                  f'<rect x="{LEFT}" y="{top}" width="{W}" height="{H}" fill="none" stroke="#999"/>')
     for t in range(5):
@@ -84,8 +85,10 @@ def panel(k, title, series, unit):
 panel(0, "produce rate per second (offered: steps of the measured maximum)",
       [("achieved", [(t, r) for t, r, _, _ in seconds], "#1f77b4"),
        ("offered", [(t, o) for t, _, _, o in seconds], "#aaaaaa")], "msgs/s")
-panel(1, "commit interval chosen by the adaptive group commit",
-      [("interval", samples, "#ff7f0e")], "µs")
+# The interval's axis spans at least the controller's bound with the default target
+# (2 ms / 2), so an interval held at zero reads as zero, not as an unlabelled axis.
+panel(1, "commit interval chosen by the adaptive group commit (bound: 1,000 µs)",
+      [("interval", samples, "#ff7f0e")], "µs", floor=1000 / 1.1)
 panel(2, "produce p99 per second (acks=all, from the scheduled send time)",
       [("p99", [(t, p) for t, _, p, _ in seconds], "#d62728")], "ms")
 parts.append("</svg>")
