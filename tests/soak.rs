@@ -23,7 +23,8 @@
 //! `WEIR_SOAK_RATE=N` soaks at N msgs/s instead of a share of the maximum;
 //! `WEIR_SOAK_ARGS="--flag value …"` adds broker flags.
 //! Results, including `soak.svg` (RSS and p99.9 over time), loadgen's histogram logs
-//! and the broker's log (slow flush rounds are warnings there), go to `WEIR_SOAK_OUT`
+//! the broker's log (slow flush rounds are warnings there) and `commits.csv` (its group
+//! commit, sampled every second from its metrics), go to `WEIR_SOAK_OUT`
 //! (default `target/soak-runs/<unix time>`); loadgen prints a progress line every second.
 
 #[allow(dead_code)]
@@ -37,7 +38,7 @@ use std::{
 };
 
 use common::{
-    broker::Broker,
+    broker::{free_port, Broker},
     env_or,
     loadgen::{hlog_intervals, loadgen, summary},
     rss::RssSampler,
@@ -214,8 +215,10 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
     };
     // `WEIR_SOAK_ARGS` adds broker flags (space-separated), to soak other settings.
     let extra = std::env::var("WEIR_SOAK_ARGS").unwrap_or_default();
+    let metrics = format!("127.0.0.1:{}", free_port());
     let mut data_settings = data_settings;
     data_settings.extend(extra.split_whitespace());
+    data_settings.extend(["--metrics-listen", &metrics]);
     let broker = Broker::start_on(&dir.path().join("data"), &[broker_core], &data_settings);
     let pid = broker.pid().expect("pid");
 
@@ -251,6 +254,7 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
     println!("maximum durable e2e throughput {max_rate:.0} msgs/s; soaking at {rate:.0} msgs/s for {seconds} s");
 
     let sampler = RssSampler::start(pid, Duration::from_secs(1));
+    let commits = commit_sampler::CommitSampler::start(metrics.clone());
     let device = diskstats::device_of(&broker.data_dir);
     let written_before = device.as_deref().and_then(diskstats::bytes_written);
     let stall_sampler = device.clone().map(diskstats::StallSampler::start);
@@ -270,6 +274,7 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
         ],
     );
     let rss = sampler.stop();
+    std::fs::write(out.join("commits.csv"), commits.stop()).expect("write commits.csv");
     let stalls = stall_sampler
         .map(diskstats::StallSampler::stop)
         .unwrap_or_default();
@@ -613,6 +618,83 @@ mod diskstats {
         pub fn stop(self) -> Vec<Stall> {
             self.stop.store(true, Ordering::Relaxed);
             self.thread.join().expect("stall sampler")
+        }
+    }
+}
+
+/// The broker's group commit, sampled every second from its metrics into `commits.csv`:
+/// rounds, seconds in rounds and in fdatasync, slow rounds (counters since start) and the
+/// interval in force — what it did in a second where the broker fell behind.
+mod commit_sampler {
+    use std::{
+        io::{Read, Write},
+        net::TcpStream,
+        sync::{
+            atomic::{AtomicBool, Ordering},
+            Arc,
+        },
+        thread::JoinHandle,
+        time::{Duration, Instant},
+    };
+
+    const SERIES: [&str; 5] = [
+        "weir_flush_rounds_total",
+        "weir_flush_round_seconds_sum",
+        "weir_flush_sync_seconds_sum",
+        "weir_flush_slow_rounds_total",
+        "weir_flush_interval_seconds",
+    ];
+
+    /// A running sampler; [`stop`](CommitSampler::stop) returns the CSV.
+    pub struct CommitSampler {
+        stop: Arc<AtomicBool>,
+        thread: JoinHandle<String>,
+    }
+
+    /// The sum over shards of each of [`SERIES`] in the exposition at `addr`.
+    fn sample(addr: &str) -> Option<[f64; 5]> {
+        let mut s = TcpStream::connect(addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: soak\r\n\r\n")
+            .ok()?;
+        // The request is all there is: the server answers and closes.
+        s.shutdown(std::net::Shutdown::Write).ok()?;
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        let text = String::from_utf8_lossy(&raw);
+        let mut sums = [0.0; 5];
+        for line in text.lines() {
+            let name = line.split(['{', ' ']).next().unwrap_or_default();
+            if let Some(i) = SERIES.iter().position(|s| *s == name) {
+                sums[i] += line.rsplit(' ').next()?.parse::<f64>().ok()?;
+            }
+        }
+        Some(sums)
+    }
+
+    impl CommitSampler {
+        pub fn start(addr: String) -> CommitSampler {
+            let stop = Arc::new(AtomicBool::new(false));
+            let flag = Arc::clone(&stop);
+            let thread = std::thread::spawn(move || {
+                let mut csv = format!("second,{}\n", SERIES.join(","));
+                let began = Instant::now();
+                while !flag.load(Ordering::Relaxed) {
+                    if let Some(v) = sample(&addr) {
+                        let values: Vec<String> = v.iter().map(f64::to_string).collect();
+                        let t = began.elapsed().as_secs();
+                        csv.push_str(&format!("{t},{}\n", values.join(",")));
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                csv
+            });
+            CommitSampler { stop, thread }
+        }
+
+        pub fn stop(self) -> String {
+            self.stop.store(true, Ordering::Relaxed);
+            self.thread.join().expect("commit sampler")
         }
     }
 }
