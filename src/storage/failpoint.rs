@@ -20,11 +20,14 @@ pub fn arm_stall(step: &'static str, stall: std::time::Duration) {
 /// The injected stall for `step`, if one is armed (consumed by this call).
 #[cfg(test)]
 pub fn stall(step: &'static str) -> Option<std::time::Duration> {
-    STALLS.with(|a| {
-        let mut armed = a.borrow_mut();
-        let i = armed.iter().position(|(s, _)| *s == step)?;
-        Some(armed.remove(i).1)
-    })
+    STALLS.with(|a| take(&mut a.borrow_mut(), step))
+}
+
+/// Removes and returns the first fault armed for `step`.
+#[cfg(test)]
+fn take<T>(armed: &mut Vec<(&'static str, T)>, step: &str) -> Option<T> {
+    let i = armed.iter().position(|(s, _)| *s == step)?;
+    Some(armed.remove(i).1)
 }
 
 /// Outside tests nothing ever stalls.
@@ -43,11 +46,9 @@ pub fn arm(step: &'static str, errno: i32) {
 /// The injected error for `step`, if one is armed (consumed by this call).
 #[cfg(test)]
 pub fn check(step: &'static str) -> Option<io::Error> {
-    ARMED.with(|a| {
-        let mut armed = a.borrow_mut();
-        let i = armed.iter().position(|(s, _)| *s == step)?;
-        Some(io::Error::from_raw_os_error(armed.remove(i).1))
-    })
+    ARMED
+        .with(|a| take(&mut a.borrow_mut(), step))
+        .map(io::Error::from_raw_os_error)
 }
 
 /// Outside tests nothing is ever injected.

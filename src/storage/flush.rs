@@ -307,25 +307,26 @@ impl FlushScheduler {
             let first_dirty = s.first_dirty.get().unwrap_or(began);
             s.dirty_bytes.set(0);
             s.first_dirty.set(None);
-            let mut round = Round {
+            let mut writes = Vec::new();
+            let mut finishes = Vec::new();
+            let mut sync_files = Vec::new();
+            let mut written_files = Vec::new();
+            for pending in targets.into_iter().filter_map(|t| t.begin_flush()) {
+                writes.push(pending.write);
+                finishes.push(pending.finish);
+                sync_files.push(pending.sync_files);
+                written_files.push(pending.written_file);
+            }
+            let round = Round {
                 began,
                 first_dirty,
                 bytes,
-                write_time: Duration::ZERO,
-                written: Vec::new(),
-                finishes: Vec::new(),
-                sync_files: Vec::new(),
-                written_files: Vec::new(),
+                written: join_all(writes).await,
+                write_time: began.elapsed(),
+                finishes,
+                sync_files,
+                written_files,
             };
-            let mut writes = Vec::new();
-            for pending in targets.into_iter().filter_map(|t| t.begin_flush()) {
-                writes.push(pending.write);
-                round.finishes.push(pending.finish);
-                round.sync_files.push(pending.sync_files);
-                round.written_files.push(pending.written_file);
-            }
-            round.written = join_all(writes).await;
-            round.write_time = began.elapsed();
             if let Some(previous) = syncing.take() {
                 previous.await;
             }
@@ -341,8 +342,9 @@ impl FlushScheduler {
     /// outcome. Called once the round before it finished.
     async fn finish(self, round: Round) {
         let s = &self.state;
+        let sync = s.config.mode == FlushMode::Fsync;
         let sync_began = Instant::now();
-        let synced = if s.config.mode == FlushMode::Fsync {
+        let synced = if sync {
             sync_round(&round.written, round.sync_files, round.written_files).await
         } else {
             Ok(())
@@ -353,7 +355,7 @@ impl FlushScheduler {
         let m = &s.metrics;
         m.rounds.inc();
         m.round_seconds.observe(round_time.as_secs_f64());
-        if s.config.mode == FlushMode::Fsync {
+        if sync {
             m.sync_seconds.observe(sync_time.as_secs_f64());
         }
         m.round_partitions.observe(logs as f64);
@@ -406,8 +408,8 @@ struct Round {
     began: Instant,
     first_dirty: Instant,
     bytes: u64,
-    write_time: Duration,
     written: Vec<Result<()>>,
+    write_time: Duration,
     finishes: Vec<Box<dyn FnOnce(Result<()>)>>,
     sync_files: Vec<Vec<SyncFile>>,
     written_files: Vec<Option<SyncFile>>,
@@ -547,30 +549,23 @@ mod tests {
         }
     }
 
-    /// Queues `target` for a round while the previous round's fdatasync stalls for
-    /// `stall`, and returns the events of both rounds.
-    async fn two_rounds_over_a_stalled_sync(stall: Duration) -> Vec<(&'static str, Instant, bool)> {
-        let (s, task) = scheduler(0, u64::MAX);
-        let target = Rc::new(Outcomes {
-            events: RefCell::new(Vec::new()),
-        });
-        failpoint::arm_stall("fdatasync", stall);
-        s.enqueue(target.clone());
-        glommio::timer::sleep(Duration::from_millis(5)).await;
-        s.enqueue(target.clone());
-        let second = s.round_after(1);
-        second.await;
-        s.stop();
-        task.await;
-        let events = target.events.borrow().clone();
-        events
-    }
-
     #[test]
     fn the_next_round_writes_while_a_round_syncs_and_finishes_after_it() {
         run(async {
             let stall = Duration::from_millis(100);
-            let events = two_rounds_over_a_stalled_sync(stall).await;
+            let (s, task) = scheduler(0, u64::MAX);
+            let target = Rc::new(Outcomes {
+                events: RefCell::new(Vec::new()),
+            });
+            // The first round's fdatasync stalls; the second is queued meanwhile.
+            failpoint::arm_stall("fdatasync", stall);
+            s.enqueue(target.clone());
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+            s.enqueue(target.clone());
+            s.round_after(1).await;
+            s.stop();
+            task.await;
+            let events = target.events.borrow().clone();
             let kinds: Vec<_> = events.iter().map(|(k, _, ok)| (*k, *ok)).collect();
             assert_eq!(
                 kinds,

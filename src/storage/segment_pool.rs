@@ -267,7 +267,7 @@ impl SegmentPool {
     /// recycled file of its partition when the shard's bound allows, or deletes it
     /// paced. `stale_below` is the segment's next offset; `log_file` its open log,
     /// `None` on a retry after a failure (it was waited for then); `dir` the partition's
-    /// open directory, synced before a kept file can be taken — through io_uring, as a
+    /// open directory (and its path), synced before a kept file can be taken — through io_uring, as a
     /// device flush on the blocking pool would hold up a roll's rename there, and with
     /// it the partition's appends. Fails only on an I/O error (the
     /// files then stay where they are, which a reopened log treats as a segment
@@ -277,7 +277,7 @@ impl SegmentPool {
         paths: SegmentPaths,
         log_file: Option<Rc<DmaFile>>,
         stale_below: Offset,
-        dir: &Directory,
+        (dir, dir_path): (&Directory, &Path),
     ) -> Result<()> {
         let mut recyclable = true;
         if let Some(log_file) = log_file {
@@ -292,7 +292,6 @@ impl SegmentPool {
         let kept_path = paths
             .log
             .with_file_name(format!("{:020}{RECYCLED_SUFFIX}", stale_below.0));
-        let paths_dir = paths.log.parent().map(Path::to_path_buf);
         let room = self.inner.config.bytes_max.saturating_sub(self.bytes());
         // Failpoints are per thread: looked up here, injected on the blocking pool.
         let fail_remove = failpoint::check("recycle remove indexes");
@@ -319,9 +318,7 @@ impl SegmentPool {
                 Ok(Some((kept_path, bytes, true)))
             })
             .await?;
-        if let Some(parent) = paths_dir.as_deref() {
-            sync_dir(dir, parent).await?;
-        }
+        sync_dir(dir, dir_path).await?;
         match kept {
             Some((path, bytes, true)) => self.inner.files.borrow_mut().push(Pooled {
                 path,

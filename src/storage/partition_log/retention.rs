@@ -1,6 +1,6 @@
 //! Retention: deleting whole sealed segments from the start of the log by age or size.
 
-use std::rc::Rc;
+use std::{path::Path, rc::Rc};
 
 use glommio::io::{Directory, DmaFile};
 
@@ -36,7 +36,7 @@ impl Retired {
     }
 
     /// Drops its cached batches and hands its files to the shard's pool.
-    async fn retire(&mut self, env: &LogEnv, dir: &Directory) -> Result<()> {
+    async fn retire(&mut self, env: &LogEnv, dir: (&Directory, &Path)) -> Result<()> {
         env.cache.remove_segment(self.key);
         env.pool
             .retire(
@@ -114,7 +114,10 @@ impl PartitionLog {
             let Some(mut retired) = next else {
                 return Ok(());
             };
-            if let Err(e) = retired.retire(&shared.env, &shared.dir_handle).await {
+            if let Err(e) = retired
+                .retire(&shared.env, (&shared.dir_handle, &shared.dir))
+                .await
+            {
                 shared.state.borrow_mut().unretired.push_front(retired);
                 return Err(e);
             }
