@@ -5,7 +5,8 @@
 //! the rate held, memory flat after the warm-up (no window's mean RSS more than 5% above
 //! the first window's), and no one-second window's p99.9 latency (end-to-end and
 //! produce) above three times the run's median one-second p99.9. It also reports the
-//! bytes the data directory's device wrote per byte produced (`/proc/diskstats`). A short run — a debug build on a
+//! bytes the data directory's device wrote per byte produced, what it trimmed and how many
+//! cache flushes it did (`/proc/diskstats`). A short run — a debug build on a
 //! shared CI machine — runs at 50% and asserts only what does not depend on the
 //! machine's other load: no errors, nothing lost, memory growth under 20% (a leak of
 //! 1 MiB/s would show as +30%). Its rate and latency (p99 of the first and last fifth)
@@ -27,8 +28,12 @@
 //! commit, sampled every second from its metrics), go to `WEIR_SOAK_OUT`
 //! (default `target/soak-runs/<unix time>`); loadgen prints a progress line every second.
 
+#[path = "soak/commit_sampler.rs"]
+mod commit_sampler;
 #[allow(dead_code)]
 mod common;
+#[path = "soak/diskstats.rs"]
+mod diskstats;
 
 use std::{
     fmt::Write as _,
@@ -256,7 +261,7 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
     let sampler = RssSampler::start(pid, Duration::from_secs(1));
     let commits = commit_sampler::CommitSampler::start(metrics.clone());
     let device = diskstats::device_of(&broker.data_dir);
-    let written_before = device.as_deref().and_then(diskstats::bytes_written);
+    let device_before = device.as_deref().and_then(diskstats::totals);
     let stall_sampler = device.clone().map(diskstats::StallSampler::start);
     let soak = e2e(
         &broker,
@@ -278,9 +283,9 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
     let stalls = stall_sampler
         .map(diskstats::StallSampler::stop)
         .unwrap_or_default();
-    let device_written = written_before
-        .zip(device.as_deref().and_then(diskstats::bytes_written))
-        .map(|(before, after)| after.saturating_sub(before));
+    let device_done = device_before
+        .zip(device.as_deref().and_then(diskstats::totals))
+        .map(|(before, after)| after.since(before));
 
     let run = Duration::from_secs(seconds);
     // Memory after the warm-up, window by window; latency of the first and last window
@@ -355,7 +360,7 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
     let (e2e_median, e2e_worst, e2e_worst_unstalled) = per_second("e2e");
     let (produce_median, produce_worst, produce_worst_unstalled) = per_second("produce");
     let produced_bytes = produced * 1024;
-    let write_ratio = device_written.map(|w| w as f64 / produced_bytes as f64);
+    let write_ratio = device_done.map(|d| d.written as f64 / produced_bytes as f64);
     let report = serde_json::json!({
         "seconds": seconds,
         "max_msgs_per_s": max_rate,
@@ -386,7 +391,9 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
             .map(|st| (st.at.as_secs_f64(), st.length.as_millis()))
             .collect::<Vec<_>>(),
         "device": device,
-        "device_bytes_written": device_written,
+        "device_bytes_written": device_done.map(|d| d.written),
+        "device_bytes_discarded": device_done.map(|d| d.discarded),
+        "device_flushes": device_done.map(|d| d.flushes),
         "device_bytes_per_produced_byte": write_ratio,
         "window_s": window.as_secs(),
         "warm_up_s": warm_up.as_secs(),
@@ -506,195 +513,6 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
                 steady,
                 "{metric}: a one-second p99.9 of {worst:.2} ms, the median one {median:.2} ms"
             );
-        }
-    }
-}
-
-/// The device's write counter, from `/proc/diskstats`: how many bytes reach the disk
-/// per byte produced, and its stalls.
-mod diskstats {
-    use std::{
-        os::unix::fs::MetadataExt,
-        path::Path,
-        sync::{
-            atomic::{AtomicBool, Ordering},
-            Arc,
-        },
-        time::{Duration, Instant},
-    };
-
-    /// The `/proc/diskstats` name of the device holding `path`.
-    pub fn device_of(path: &Path) -> Option<String> {
-        let dev = std::fs::metadata(path).ok()?.dev();
-        let (major, minor) = (libc::major(dev), libc::minor(dev));
-        let stats = std::fs::read_to_string("/proc/diskstats").ok()?;
-        stats.lines().find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() > 9 && f[0] == major.to_string() && f[1] == minor.to_string())
-                .then(|| f[2].to_string())
-        })
-    }
-
-    /// `device`'s counters from `/proc/diskstats`, in the kernel's order (reads
-    /// completed first; fields a kernel does not have read as 0).
-    fn counters(device: &str) -> Option<[u64; 17]> {
-        let stats = std::fs::read_to_string("/proc/diskstats").ok()?;
-        let line = stats
-            .lines()
-            .find(|l| l.split_whitespace().nth(2) == Some(device))?;
-        let mut c = [0u64; 17];
-        for (slot, v) in c.iter_mut().zip(line.split_whitespace().skip(3)) {
-            *slot = v.parse().ok()?;
-        }
-        Some(c)
-    }
-
-    /// Bytes written to `device` since boot (sectors written × 512).
-    pub fn bytes_written(device: &str) -> Option<u64> {
-        counters(device).map(|c| c[6] * 512)
-    }
-
-    /// I/Os `device` completed (reads, writes, discards, flushes) and has in flight.
-    fn progress(device: &str) -> Option<(u64, u64)> {
-        counters(device).map(|c| (c[0] + c[4] + c[11] + c[15], c[8]))
-    }
-
-    /// A stretch in which the device completed no I/O at all while some was in flight.
-    #[derive(Debug, Clone, Copy)]
-    pub struct Stall {
-        /// When it began, from the sampler's start.
-        pub at: Duration,
-        /// How long it lasted (to the sampling step).
-        pub length: Duration,
-    }
-
-    /// Samples the device every 20 ms on a thread and keeps its stalls of 100 ms or
-    /// more: a device that stops answering holds every flush round, whatever the broker
-    /// does, so the soak can tell the disk's spikes from the broker's.
-    pub struct StallSampler {
-        stop: Arc<AtomicBool>,
-        thread: std::thread::JoinHandle<Vec<Stall>>,
-    }
-
-    const STEP: Duration = Duration::from_millis(20);
-    const STALL_MIN: Duration = Duration::from_millis(100);
-
-    impl StallSampler {
-        /// Starts sampling `device`.
-        pub fn start(device: String) -> StallSampler {
-            let stop = Arc::new(AtomicBool::new(false));
-            let stopping = Arc::clone(&stop);
-            let thread = std::thread::spawn(move || {
-                let start = Instant::now();
-                let mut stalls = Vec::new();
-                let mut last = progress(&device);
-                let mut still_since: Option<Instant> = None;
-                while !stopping.load(Ordering::Relaxed) {
-                    std::thread::sleep(STEP);
-                    let now = progress(&device);
-                    let stuck = matches!((last, now), (Some((a, _)), Some((b, inflight))) if a == b && inflight > 0);
-                    match (stuck, still_since) {
-                        (true, None) => still_since = Some(Instant::now() - STEP),
-                        (false, Some(since)) => {
-                            let length = since.elapsed();
-                            if length >= STALL_MIN {
-                                stalls.push(Stall {
-                                    at: since - start,
-                                    length,
-                                });
-                            }
-                            still_since = None;
-                        }
-                        _ => {}
-                    }
-                    last = now;
-                }
-                stalls
-            });
-            StallSampler { stop, thread }
-        }
-
-        /// Stops sampling; the stalls seen.
-        pub fn stop(self) -> Vec<Stall> {
-            self.stop.store(true, Ordering::Relaxed);
-            self.thread.join().expect("stall sampler")
-        }
-    }
-}
-
-/// The broker's group commit, sampled every second from its metrics into `commits.csv`:
-/// rounds, seconds in rounds and in fdatasync, slow rounds (counters since start) and the
-/// interval in force — what it did in a second where the broker fell behind.
-mod commit_sampler {
-    use std::{
-        io::{Read, Write},
-        net::TcpStream,
-        sync::{
-            atomic::{AtomicBool, Ordering},
-            Arc,
-        },
-        thread::JoinHandle,
-        time::{Duration, Instant},
-    };
-
-    const SERIES: [&str; 5] = [
-        "weir_flush_rounds_total",
-        "weir_flush_round_seconds_sum",
-        "weir_flush_sync_seconds_sum",
-        "weir_flush_slow_rounds_total",
-        "weir_flush_interval_seconds",
-    ];
-
-    /// A running sampler; [`stop`](CommitSampler::stop) returns the CSV.
-    pub struct CommitSampler {
-        stop: Arc<AtomicBool>,
-        thread: JoinHandle<String>,
-    }
-
-    /// The sum over shards of each of [`SERIES`] in the exposition at `addr`.
-    fn sample(addr: &str) -> Option<[f64; 5]> {
-        let mut s = TcpStream::connect(addr).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: soak\r\n\r\n")
-            .ok()?;
-        // The request is all there is: the server answers and closes.
-        s.shutdown(std::net::Shutdown::Write).ok()?;
-        let mut raw = Vec::new();
-        let _ = s.read_to_end(&mut raw);
-        let text = String::from_utf8_lossy(&raw);
-        let mut sums = [0.0; 5];
-        for line in text.lines() {
-            let name = line.split(['{', ' ']).next().unwrap_or_default();
-            if let Some(i) = SERIES.iter().position(|s| *s == name) {
-                sums[i] += line.rsplit(' ').next()?.parse::<f64>().ok()?;
-            }
-        }
-        Some(sums)
-    }
-
-    impl CommitSampler {
-        pub fn start(addr: String) -> CommitSampler {
-            let stop = Arc::new(AtomicBool::new(false));
-            let flag = Arc::clone(&stop);
-            let thread = std::thread::spawn(move || {
-                let mut csv = format!("second,{}\n", SERIES.join(","));
-                let began = Instant::now();
-                while !flag.load(Ordering::Relaxed) {
-                    if let Some(v) = sample(&addr) {
-                        let values: Vec<String> = v.iter().map(f64::to_string).collect();
-                        let t = began.elapsed().as_secs();
-                        csv.push_str(&format!("{t},{}\n", values.join(",")));
-                    }
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-                csv
-            });
-            CommitSampler { stop, thread }
-        }
-
-        pub fn stop(self) -> String {
-            self.stop.store(true, Ordering::Relaxed);
-            self.thread.join().expect("commit sampler")
         }
     }
 }

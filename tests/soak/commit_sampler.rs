@@ -1,0 +1,75 @@
+//! The broker's group commit, sampled every second from its metrics into `commits.csv`:
+//! rounds, seconds in rounds and in fdatasync, slow rounds (counters since start) and the
+//! interval in force — what it did in a second where the broker fell behind.
+
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+const SERIES: [&str; 5] = [
+    "weir_flush_rounds_total",
+    "weir_flush_round_seconds_sum",
+    "weir_flush_sync_seconds_sum",
+    "weir_flush_slow_rounds_total",
+    "weir_flush_interval_seconds",
+];
+
+/// A running sampler; [`stop`](CommitSampler::stop) returns the CSV.
+pub struct CommitSampler {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<String>,
+}
+
+/// The sum over shards of each of [`SERIES`] in the exposition at `addr`.
+fn sample(addr: &str) -> Option<[f64; 5]> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: soak\r\n\r\n")
+        .ok()?;
+    // The request is all there is: the server answers and closes.
+    s.shutdown(std::net::Shutdown::Write).ok()?;
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    let mut sums = [0.0; 5];
+    for line in text.lines() {
+        let name = line.split(['{', ' ']).next().unwrap_or_default();
+        if let Some(i) = SERIES.iter().position(|s| *s == name) {
+            sums[i] += line.rsplit(' ').next()?.parse::<f64>().ok()?;
+        }
+    }
+    Some(sums)
+}
+
+impl CommitSampler {
+    pub fn start(addr: String) -> CommitSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut csv = format!("second,{}\n", SERIES.join(","));
+            let began = Instant::now();
+            while !flag.load(Ordering::Relaxed) {
+                if let Some(v) = sample(&addr) {
+                    let values: Vec<String> = v.iter().map(f64::to_string).collect();
+                    let t = began.elapsed().as_secs();
+                    csv.push_str(&format!("{t},{}\n", values.join(",")));
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            csv
+        });
+        CommitSampler { stop, thread }
+    }
+
+    pub fn stop(self) -> String {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("commit sampler")
+    }
+}
