@@ -43,6 +43,12 @@ pub fn arm(step: &'static str, errno: i32) {
     ARMED.with(|a| a.borrow_mut().push((step, errno)));
 }
 
+/// Whether an error is armed for `step` and not yet injected.
+#[cfg(test)]
+pub fn is_armed(step: &'static str) -> bool {
+    ARMED.with(|a| a.borrow().iter().any(|(s, _)| *s == step))
+}
+
 /// The injected error for `step`, if one is armed (consumed by this call).
 #[cfg(test)]
 pub fn check(step: &'static str) -> Option<io::Error> {

@@ -24,7 +24,7 @@ use super::{
     record_batch::{self, BatchHeader, HEADER_BYTES},
     segment_appender::{SegmentAppender, ZeroFillSlot},
     segment_files::{open_dma, SegmentPaths},
-    segment_index::{IndexedBatch, OffsetIndex, SegmentIndex, TimeIndex},
+    segment_index::{is_zero_padding, IndexedBatch, OffsetIndex, SegmentIndex, TimeIndex},
     FilePosition, Offset, Result, StorageError,
 };
 
@@ -87,6 +87,12 @@ async fn read_optional(path: &Path) -> Result<Option<Bytes>> {
         .await
         .map_err(|e| StorageError::io("close", path, e))?;
     Ok(Some(bytes))
+}
+
+/// True when an index file's content is `entries` followed by nothing or by zeros (a
+/// page's padding; a recycled file's zeroed rest).
+fn holds(file: Option<&[u8]>, entries: &[u8]) -> bool {
+    file.is_some_and(|f| f.starts_with(entries) && is_zero_padding(&f[entries.len()..]))
 }
 
 /// Replaces a file's content with `bytes`, exactly, durably.
@@ -340,11 +346,11 @@ pub async fn recover(
     index.seal_time_entry();
     let index_bytes = index.offsets().encode();
     let time_bytes = index.times().encode();
-    if index_file.as_deref() != Some(&index_bytes[..]) {
+    if !holds(index_file.as_deref(), &index_bytes) {
         rewrite(&paths.index, &index_bytes).await?;
         report.indexes_rewritten = true;
     }
-    if time_file.as_deref() != Some(&time_bytes[..]) {
+    if !holds(time_file.as_deref(), &time_bytes) {
         rewrite(&paths.time_index, &time_bytes).await?;
         report.indexes_rewritten = true;
     }

@@ -2,8 +2,8 @@
 //! offset in its name, its `.index` and `.timeindex`, and their in-memory state.
 //!
 //! A segment is *active* (appends go to it), *sealing* (rolled, waiting for the flush
-//! that writes its last bytes, truncates its files to their exact lengths — the log
-//! only past a long tail, see [`Seal`] — and fsyncs all three) or *sealed*
+//! that writes its last bytes, cuts the log past a long tail — see [`Seal`] — and
+//! fsyncs all three files) or *sealed*
 //! (read-only). Only the log's flushed prefix is ever read.
 
 use std::{path::Path, path::PathBuf, rc::Rc};
@@ -59,23 +59,22 @@ pub struct SegmentFlush {
     names: bool,
 }
 
-/// What sealing a segment still has to do once its data is durable: cut its files to
-/// their exact lengths and fdatasync them. The log is cut only when what lies past its
-/// data (zero-fill, a recycled file's stale bytes) is more than [`SEAL_TAIL_KEPT`] or
-/// an eighth of the data: a small tail stays, because cutting it frees blocks — a trim
-/// on a discard-mounted disk — that the file would need again once recycled (it would
-/// be zero-filled anew past its end). Nothing acknowledged depends on the seal —
-/// recovery treats a zero or stale tail and untrimmed index files alike, ending the log
-/// at its last batch — so a group commit does not wait for it (see
-/// [`SegmentFlush::take_seal`]).
+/// What sealing a segment still has to do once its data is durable: fdatasync its
+/// files, cutting the log to its exact length only when what lies past its data
+/// (zero-fill, a recycled file's stale bytes) is more than [`SEAL_TAIL_KEPT`] or an
+/// eighth of the data: a small tail stays, because cutting it frees blocks — a trim on
+/// a discard-mounted disk — that the file would need again once recycled (it would be
+/// zero-filled anew past its end). Index files are never cut: past their entries they
+/// hold only zeros (a page's padding, a recycled file's zeroed rest), which end an
+/// index when it is read. Nothing acknowledged depends on the seal — recovery treats a
+/// zero or stale tail and padded index files alike, ending the log at its last batch —
+/// so a group commit does not wait for it (see [`SegmentFlush::take_seal`]).
 pub struct Seal {
     log: Rc<DmaFile>,
     index: Rc<DmaFile>,
     time_index: Rc<DmaFile>,
     paths: SegmentPaths,
     log_bytes: u64,
-    index_bytes: u64,
-    time_index_bytes: u64,
 }
 
 /// Most bytes past a sealed log's data that sealing leaves in place (the recycle pool's
@@ -85,8 +84,8 @@ pub struct Seal {
 pub const SEAL_TAIL_KEPT: u64 = 8 << 20;
 
 impl Seal {
-    /// Truncates the index files, and the log when its tail is too long to keep (see
-    /// [`SEAL_TAIL_KEPT`]), to their exact lengths and fdatasyncs all three at once.
+    /// Cuts the log when its tail is too long to keep (see [`SEAL_TAIL_KEPT`]) and
+    /// fdatasyncs all three files at once.
     pub async fn finish(self) -> Result<()> {
         let log_len = self
             .log
@@ -94,26 +93,18 @@ impl Seal {
             .await
             .map_err(|e| StorageError::io("stat", &self.paths.log, e))?;
         let tail = log_len.saturating_sub(self.log_bytes);
-        let cut_log = tail > SEAL_TAIL_KEPT.min(self.log_bytes / 8);
-        let files = [
-            (&self.log, &self.paths.log, self.log_bytes),
-            (&self.index, &self.paths.index, self.index_bytes),
-            (
-                &self.time_index,
-                &self.paths.time_index,
-                self.time_index_bytes,
-            ),
-        ];
         let log = async {
-            if cut_log {
-                cut(files[0]).await
+            if tail > SEAL_TAIL_KEPT.min(self.log_bytes / 8) {
+                cut((&self.log, &self.paths.log, self.log_bytes)).await
             } else {
                 sync(&self.log, &self.paths.log).await
             }
         };
-        let ((log, index), time_index) =
-            futures_lite::future::zip(futures_lite::future::zip(log, cut(files[1])), cut(files[2]))
-                .await;
+        let ((log, index), time_index) = futures_lite::future::zip(
+            futures_lite::future::zip(log, sync(&self.index, &self.paths.index)),
+            sync(&self.time_index, &self.paths.time_index),
+        )
+        .await;
         log?;
         index?;
         time_index
@@ -186,8 +177,9 @@ impl Segment {
     }
 
     /// Creates an empty active segment with base offset `base` in `dir`. With a `pool`,
-    /// its log is a recycled file when one fits (see [`super::segment_pool`]): appends
-    /// overwrite the file's stale bytes in place, with no zero-fill below its end.
+    /// its files are recycled ones when a log fits (see [`super::segment_pool`]):
+    /// appends overwrite the log's stale bytes in place, with no zero-fill below its
+    /// end, and the indexes' zeros. Index files not from the pool start empty.
     /// The new files' names (and a recycled file's rename) are not durable yet: the
     /// segment's first flush names it (see [`SegmentFlush::names`]), so the directory
     /// is synced in the round that makes its first appends durable, beside their
@@ -202,15 +194,15 @@ impl Segment {
     ) -> Result<Segment> {
         let paths = SegmentPaths::new(dir, base);
         let taken = pool.and_then(|p| p.take(dir, base, config.segment_bytes).map(|f| (p, f)));
-        let prewritten = match taken {
-            Some((pool, file)) => match pool.claim(&file, &paths.log).await {
-                Ok(()) => Some(file.prewritten()),
+        let (prewritten, recycled_indexes) = match taken {
+            Some((pool, file)) => match pool.claim(&file, &paths).await {
+                Ok(indexes) => (Some(file.prewritten()), indexes),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot reuse a pooled segment file; creating a new one");
-                    None
+                    (None, false)
                 }
             },
-            None => None,
+            None => (None, false),
         };
         let log_file = open_dma(&paths.log).await?;
         if prewritten.is_none() {
@@ -223,6 +215,19 @@ impl Segment {
         let mut writer = SegmentWriter::open(&paths, log, 0, 0, 0, config, zero_fill).await?;
         if let Some(end) = prewritten {
             writer.log.assume_written(end);
+        }
+        if !recycled_indexes {
+            // Files a crash left under these names would hold another life's entries.
+            for (index, path) in [
+                (&writer.index, &paths.index),
+                (&writer.time_index, &paths.time_index),
+            ] {
+                index
+                    .file()
+                    .truncate(0)
+                    .await
+                    .map_err(|e| StorageError::io("truncate", path, e))?;
+            }
         }
         Ok(Segment {
             base,
@@ -378,8 +383,6 @@ impl Segment {
             time_index: Rc::clone(w.time_index.file()),
             paths: self.paths.clone(),
             log_bytes: self.size,
-            index_bytes: w.index.end().0,
-            time_index_bytes: w.time_index.end().0,
         });
         Some((
             SegmentFlush {
@@ -525,9 +528,8 @@ impl SegmentFlush {
     }
 
     /// Writes the log and its indexes; fdatasyncs the log when `sync`. A sealing flush
-    /// whose seal was not taken out also runs it: truncates the files to their exact
-    /// lengths (see [`Seal`]) and fdatasyncs each (index files are otherwise derived
-    /// data, rebuilt by recovery, and not synced).
+    /// whose seal was not taken out also runs it (see [`Seal`]): fdatasyncs each file
+    /// (index files are otherwise derived data, rebuilt by recovery, and not synced).
     pub async fn run(self, sync: bool) -> Result<()> {
         let sealing = self.seal.is_some();
         let log = async {

@@ -122,9 +122,9 @@ pub struct SegmentAppender {
 }
 
 impl SegmentAppender {
-    /// Continues appending to `file` whose content is exactly `len` bytes (the caller
-    /// truncated any padding). Reads the partial tail page back so the next flush can
-    /// rewrite it whole.
+    /// Continues appending to `file` whose content is `len` bytes, followed by nothing
+    /// or by zeros (the caller cut anything else). Reads the partial tail page back so
+    /// the next flush can rewrite it whole.
     pub async fn open(
         file: Rc<DmaFile>,
         path: PathBuf,

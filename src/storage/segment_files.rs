@@ -7,7 +7,10 @@ use std::{
 
 use glommio::io::{Directory, DmaFile, OpenOptions};
 
-use super::{Offset, Result, StorageError};
+use super::{error::IntoOsError, segment_appender::align_up, Offset, Result, StorageError};
+
+/// Bytes of zeros one write of [`zero_file`] carries.
+const ZERO_STEP_BYTES: u64 = 256 << 10;
 
 /// Paths of a segment's three files.
 #[derive(Debug, Clone)]
@@ -80,4 +83,59 @@ pub(crate) async fn sync_dir(handle: &Directory, dir: &Path) -> Result<()> {
         .sync()
         .await
         .map_err(|e| StorageError::io("fsync dir", dir, e))
+}
+
+/// Overwrites the whole of `path` with zeros through O_DIRECT, in whole pages (a partial
+/// last page is padded, so the file ends on a page boundary), and fdatasyncs it: once
+/// this returns, no crash can bring its earlier contents back. Returns its new length,
+/// or `None` when there is no such file.
+pub(crate) async fn zero_file(path: &Path) -> Result<Option<u64>> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .dma_open(path)
+        .await
+    {
+        Ok(file) => file,
+        Err(e) => {
+            let e = e.into_os_error();
+            if e.kind() == std::io::ErrorKind::NotFound {
+                return Ok(None);
+            }
+            return Err(StorageError::io("open", path, e));
+        }
+    };
+    let len = align_up(
+        file.file_size()
+            .await
+            .map_err(|e| StorageError::io("stat", path, e))?,
+    );
+    let mut at = 0;
+    while at < len {
+        let step = ZERO_STEP_BYTES.min(len - at);
+        let mut zeros = file.alloc_dma_buffer(step as usize);
+        zeros.as_bytes_mut().fill(0);
+        let written = file
+            .write_at(zeros, at)
+            .await
+            .map_err(|e| StorageError::io("write", path, e))?;
+        if written as u64 != step {
+            return Err(StorageError::io(
+                "write",
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::WriteZero,
+                    format!("{written} of {step} bytes of zeros written at {at}"),
+                ),
+            ));
+        }
+        at += step;
+    }
+    file.fdatasync()
+        .await
+        .map_err(|e| StorageError::io("fdatasync", path, e))?;
+    file.close()
+        .await
+        .map_err(|e| StorageError::io("close", path, e))?;
+    Ok(Some(len))
 }

@@ -41,7 +41,8 @@ pub struct TimeEntry {
     pub relative_offset: u32,
 }
 
-fn is_zero_padding(bytes: &[u8]) -> bool {
+/// True when `bytes` are all zeros: what follows an index file's entries.
+pub(crate) fn is_zero_padding(bytes: &[u8]) -> bool {
     bytes.iter().all(|&b| b == 0)
 }
 
@@ -140,8 +141,11 @@ pub struct TimeIndex {
 
 impl TimeIndex {
     /// Decodes a `.timeindex` file, keeping the longest prefix whose timestamps strictly
-    /// increase, whose offsets do not decrease and stay below `next_relative_offset`.
-    /// Returns the index and whether the file was clean (only zero padding after it).
+    /// increase, whose offsets do not decrease and stay below `next_relative_offset`,
+    /// ended by an all-zero entry: that is padding, as in a new or recycled file (so a
+    /// real entry of timestamp 0 at relative offset 0 makes the file read as damaged,
+    /// and recovery rebuilds it from the log). Returns the index and whether the file
+    /// was clean (only zero padding after it).
     pub fn decode(bytes: &[u8], next_relative_offset: u64) -> (TimeIndex, bool) {
         let mut index = TimeIndex::default();
         let whole = bytes.len() / TIME_ENTRY_BYTES * TIME_ENTRY_BYTES;
@@ -155,7 +159,10 @@ impl TimeIndex {
             let ordered = index.entries.last().is_none_or(|last| {
                 entry.timestamp > last.timestamp && entry.relative_offset >= last.relative_offset
             });
-            if !ordered || u64::from(entry.relative_offset) >= next_relative_offset {
+            if !ordered
+                || u64::from(entry.relative_offset) >= next_relative_offset
+                || is_zero_padding(raw)
+            {
                 let rest = &bytes[index.entries.len() * TIME_ENTRY_BYTES..];
                 return (index, is_zero_padding(rest));
             }

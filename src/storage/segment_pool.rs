@@ -1,4 +1,4 @@
-//! A shard's pool of recycled segment log files.
+//! A shard's pool of recycled segment files.
 //!
 //! Deleting a segment frees its blocks, and on a file system mounted with online discard
 //! (`-o discard`) ext4 trims them at its next journal commit: the device stalls for
@@ -6,16 +6,17 @@
 //! to 130–650 ms one to four times in ten minutes of a soak with retention). Growing a
 //! new segment's file costs again: zeros written ahead of the data (see
 //! [`super::zero_fill`]) double the bytes the device writes. So a segment that retention
-//! or DeleteRecords removes keeps its log file, renamed `<stale_below>.recycled` in its
-//! partition's directory (its two small index files are deleted), and the partition's
-//! next segment takes it (renamed to its own name) and overwrites it in place:
-//! allocated, written blocks, no trim, no zero-fill, and a group commit's fdatasync
-//! stays a bare device flush. In steady state a partition's retention frees about one
-//! segment per segment it rolls, so its own files are enough.
+//! or DeleteRecords removes keeps its files, renamed `<stale_below>.recycled` (the log),
+//! `<stale_below>.recycled-index` and `<stale_below>.recycled-timeindex` in its
+//! partition's directory, and the partition's next segment takes them (renamed to its
+//! own names) and overwrites them in place: allocated, written blocks, no trim, no
+//! zero-fill, and a group commit's fdatasync stays a bare device flush. In steady state
+//! a partition's retention frees about one segment per segment it rolls, so its own
+//! files are enough.
 //!
-//! Stale bytes are never data. A recycled file's name records `stale_below`: one past
+//! Stale bytes are never data. A recycled log's name records `stale_below`: one past
 //! the highest offset any batch in it can carry (its last segment's next offset; by
-//! induction every earlier life's offsets are lower still). A file only goes to a new
+//! induction every earlier life's offsets are lower still). A log only goes to a new
 //! segment of the same partition whose base offset is at least that — so every stale
 //! batch fails recovery's rule that a batch's base offset continues the offsets before
 //! it, and recovery ends the log at the first stale byte as it ends it at a torn write.
@@ -23,14 +24,23 @@
 //! equal offsets at equal positions, which is why files never cross partitions.)
 //! Readers never go past a segment's flushed end, and a retired file is only renamed
 //! once nobody holds it open, so an in-flight read never sees it overwritten.
+//! Index entries carry no such proof (a stale entry can look in order and in range, and
+//! index writes are not fdatasynced, so after a power loss a page of them can read as
+//! it was in any earlier life). So a retired segment's index files are overwritten with
+//! zeros and fdatasynced before they are renamed into the pool: in any later life a page
+//! reads as that life's entries or as zeros, which end an index as they do in a new file.
+//! That costs the index's size in writes (0.5% of the log's at the default interval)
+//! instead of a trim and a new allocation per index file.
 //!
 //! The shard bounds the bytes its partitions keep ([`RecycleConfig::bytes_max`]); a file
 //! that does not fit is moved to `<shard dir>/recycle/` and deleted in steps paced at
 //! [`RecycleConfig::delete_rate`] — faster only while more than the bound waits, so
 //! deleting always keeps up with retention. Every step is a rename or a removal, made
 //! durable by a directory fsync: a crash at any point leaves the segment where it was
-//! (retention removes it again), a recycled file (taken in again when the partition
-//! opens), or a file queued for deletion (deleted after the next start).
+//! (retention removes it again; zeroed index files read as empty and recovery rebuilds
+//! them from its log), recycled files (taken in again when the partition opens; index
+//! files without their log are deleted then), or a file queued for deletion (deleted
+//! after the next start).
 
 use std::{
     cell::{Cell, RefCell},
@@ -45,7 +55,7 @@ use prometheus_client::metrics::counter::Counter;
 use super::{
     failpoint,
     segment_appender::align_down,
-    segment_files::{remove_if_present, sync_dir, SegmentPaths},
+    segment_files::{remove_if_present, sync_dir, zero_file, SegmentPaths},
     Offset, Result, StorageError,
 };
 
@@ -54,6 +64,20 @@ pub const POOL_DIR: &str = "recycle";
 
 /// Suffix of a recycled log file in a partition directory.
 pub const RECYCLED_SUFFIX: &str = ".recycled";
+
+/// Suffixes of a recycled log's zeroed index files, after its stem.
+const RECYCLED_INDEX_SUFFIXES: [&str; 2] = [".recycled-index", ".recycled-timeindex"];
+
+/// The names a segment's files take in the pool of directory `dir`.
+fn recycled_paths(dir: &Path, stale_below: Offset) -> SegmentPaths {
+    let stem = format!("{:020}", stale_below.0);
+    let [index, time_index] = RECYCLED_INDEX_SUFFIXES;
+    SegmentPaths {
+        log: dir.join(format!("{stem}{RECYCLED_SUFFIX}")),
+        index: dir.join(format!("{stem}{index}")),
+        time_index: dir.join(format!("{stem}{time_index}")),
+    }
+}
 
 /// Suffix of a file waiting to be deleted.
 const DOOMED_SUFFIX: &str = ".delete";
@@ -99,13 +123,14 @@ impl Default for RecycleConfig {
     }
 }
 
-/// A recycled log file in a partition directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A recycled log file in a partition directory, and beside it its zeroed index files
+/// when they were kept too.
+#[derive(Debug, Clone)]
 pub struct Pooled {
-    path: PathBuf,
+    paths: SegmentPaths,
     /// Every batch in the file has offsets below this.
     stale_below: Offset,
-    /// The file's length.
+    /// The log's length.
     bytes: u64,
 }
 
@@ -117,7 +142,7 @@ impl Pooled {
     }
 
     fn dir(&self) -> Option<&Path> {
-        self.path.parent()
+        self.paths.log.parent()
     }
 }
 
@@ -137,10 +162,19 @@ pub struct SegmentPool {
     inner: Rc<PoolInner>,
 }
 
-fn parse_recycled(name: &str) -> Option<Offset> {
-    let stem = name.strip_suffix(RECYCLED_SUFFIX)?;
-    (stem.len() == 20).then_some(())?;
-    stem.parse().ok().map(Offset)
+/// The `stale_below` of a recycled file's name, and whether it is an index file.
+fn parse_recycled(name: &str) -> Option<(Offset, bool)> {
+    let (stem, index) = match name.strip_suffix(RECYCLED_SUFFIX) {
+        Some(stem) => (stem, false),
+        None => (
+            RECYCLED_INDEX_SUFFIXES
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))?,
+            true,
+        ),
+    };
+    (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit())).then_some(())?;
+    stem.parse().ok().map(|o| (Offset(o), index))
 }
 
 fn file_len(path: &Path) -> Result<Option<u64>> {
@@ -148,6 +182,20 @@ fn file_len(path: &Path) -> Result<Option<u64>> {
         Ok(m) => Ok(Some(m.len())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StorageError::io("stat", path, e)),
+    }
+}
+
+/// Renames `from` to `to`. Blocking: call on the blocking pool.
+fn rename(from: &Path, to: &Path) -> Result<()> {
+    std::fs::rename(from, to).map_err(|e| StorageError::io("rename", from, e))
+}
+
+/// Renames `from` to `to` when `from` is there; whether it was. Blocking.
+fn rename_if_present(from: &Path, to: &Path) -> Result<bool> {
+    match std::fs::rename(from, to) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(StorageError::io("rename", from, e)),
     }
 }
 
@@ -210,44 +258,56 @@ impl SegmentPool {
             .files
             .borrow()
             .iter()
-            .map(|f| f.path.clone())
+            .map(|f| f.paths.log.clone())
             .collect()
     }
 
     /// Takes in the recycled files of the partition directory `dir`, as its log opens:
     /// those that fit the bound are kept for its segments, the rest deleted paced.
+    /// Index files whose log is not there (a crash stopped a retire or a claim between
+    /// renames) are deleted.
     pub async fn adopt(&self, dir: &Path) -> Result<()> {
         let owned = dir.to_path_buf();
         let found = glommio::executor()
             .spawn_blocking(move || -> Result<Vec<Pooled>> {
-                let mut found = Vec::new();
+                let mut logs = Vec::new();
+                let mut indexes = Vec::new();
                 let entries = match std::fs::read_dir(&owned) {
                     Ok(entries) => entries,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(logs),
                     Err(e) => return Err(StorageError::io("list", &owned, e)),
                 };
                 for entry in entries {
                     let entry = entry.map_err(|e| StorageError::io("list", &owned, e))?;
                     let name = entry.file_name().to_string_lossy().into_owned();
-                    if let Some(stale_below) = parse_recycled(&name) {
-                        let path = entry.path();
-                        if let Some(bytes) = file_len(&path)? {
-                            found.push(Pooled {
-                                path,
-                                stale_below,
-                                bytes,
-                            });
+                    match parse_recycled(&name) {
+                        Some((stale_below, false)) => {
+                            let paths = recycled_paths(&owned, stale_below);
+                            if let Some(bytes) = file_len(&paths.log)? {
+                                logs.push(Pooled {
+                                    paths,
+                                    stale_below,
+                                    bytes,
+                                });
+                            }
                         }
+                        Some((stale_below, true)) => indexes.push((stale_below, entry.path())),
+                        None => {}
                     }
                 }
-                Ok(found)
+                for (stale_below, path) in indexes {
+                    if !logs.iter().any(|l| l.stale_below == stale_below) {
+                        remove_if_present(&path)?;
+                    }
+                }
+                Ok(logs)
             })
             .await?;
         for file in found {
             if self.bytes() + file.bytes <= self.inner.config.bytes_max {
                 self.inner.files.borrow_mut().push(file);
             } else {
-                self.doom(file.path, file.bytes).await?;
+                self.discard(file).await?;
             }
         }
         Ok(())
@@ -262,14 +322,14 @@ impl SegmentPool {
             .retain(|f| f.dir() != Some(dir));
     }
 
-    /// Takes the files of a segment that was just removed from its log: deletes its
-    /// index files, then — once nobody else holds `log_file` — keeps its log as a
-    /// recycled file of its partition when the shard's bound allows, or deletes it
-    /// paced. `stale_below` is the segment's next offset; `log_file` its open log,
+    /// Takes the files of a segment that was just removed from its log: once nobody
+    /// else holds `log_file`, keeps them as recycled files of its partition (the index
+    /// files zeroed first) when the shard's bound allows, or deletes them (the log
+    /// paced). `stale_below` is the segment's next offset; `log_file` its open log,
     /// `None` on a retry after a failure (it was waited for then); `dir` the partition's
-    /// open directory (and its path), synced before a kept file can be taken — through io_uring, as a
-    /// device flush on the blocking pool would hold up a roll's rename there, and with
-    /// it the partition's appends. Fails only on an I/O error (the
+    /// open directory (and its path), synced before a kept file can be taken — through
+    /// io_uring, as a device flush on the blocking pool would hold up a roll's rename
+    /// there, and with it the partition's appends. Fails only on an I/O error (the
     /// files then stay where they are, which a reopened log treats as a segment
     /// retention has yet to delete).
     pub async fn retire(
@@ -289,46 +349,67 @@ impl SegmentPool {
             // Still held (a read stuck for seconds): its fd keeps a deleted inode readable.
             recyclable = Rc::strong_count(&log_file) == 1;
         }
-        let kept_path = paths
-            .log
-            .with_file_name(format!("{:020}{RECYCLED_SUFFIX}", stale_below.0));
-        let room = self.inner.config.bytes_max.saturating_sub(self.bytes());
-        // Failpoints are per thread: looked up here, injected on the blocking pool.
-        let fail_remove = failpoint::check("recycle remove indexes");
-        let fail_rename = failpoint::check("recycle rename log");
-        let kept = glommio::executor()
-            .spawn_blocking(move || -> Result<Option<(PathBuf, u64, bool)>> {
-                if let Some(e) = fail_remove {
-                    return Err(StorageError::io("remove", &paths.index, e));
-                }
-                remove_if_present(&paths.index)?;
-                remove_if_present(&paths.time_index)?;
-                let Some(bytes) = file_len(&paths.log)? else {
-                    return Ok(None);
-                };
-                let keep = recyclable && bytes > 0 && bytes <= room;
-                if !keep {
-                    return Ok(Some((paths.log, bytes, false)));
-                }
-                if let Some(e) = fail_rename {
-                    return Err(StorageError::io("rename", &paths.log, e));
-                }
-                std::fs::rename(&paths.log, &kept_path)
-                    .map_err(|e| StorageError::io("rename", &paths.log, e))?;
-                Ok(Some((kept_path, bytes, true)))
-            })
+        let log = paths.log.clone();
+        let bytes = glommio::executor()
+            .spawn_blocking(move || file_len(&log))
             .await?;
+        let room = self.inner.config.bytes_max.saturating_sub(self.bytes());
+        let keep = recyclable && bytes.is_some_and(|b| b > 0 && b <= room);
+        let kept = recycled_paths(dir_path, stale_below);
+        // Zeroed and durable before they are renamed: up to the renames the segment
+        // keeps index files that read as empty, which recovery rebuilds from its log.
+        let indexes = keep && self.zero_indexes(&paths).await?;
+        // Failpoints are per thread: looked up here, injected on the blocking pool.
+        let fail_remove = failpoint::check("recycle move indexes");
+        let fail_rename = failpoint::check("recycle rename log");
+        let moved = {
+            let (paths, kept) = (paths.clone(), kept.clone());
+            glommio::executor()
+                .spawn_blocking(move || -> Result<()> {
+                    if let Some(e) = fail_remove {
+                        return Err(StorageError::io("remove", &paths.index, e));
+                    }
+                    if indexes {
+                        rename(&paths.index, &kept.index)?;
+                        rename(&paths.time_index, &kept.time_index)?;
+                    } else {
+                        remove_if_present(&paths.index)?;
+                        remove_if_present(&paths.time_index)?;
+                    }
+                    if keep {
+                        if let Some(e) = fail_rename {
+                            return Err(StorageError::io("rename", &paths.log, e));
+                        }
+                        rename(&paths.log, &kept.log)?;
+                    }
+                    Ok(())
+                })
+                .await
+        };
+        moved?;
         sync_dir(dir, dir_path).await?;
-        match kept {
-            Some((path, bytes, true)) => self.inner.files.borrow_mut().push(Pooled {
-                path,
+        match bytes {
+            Some(bytes) if keep => self.inner.files.borrow_mut().push(Pooled {
+                paths: kept,
                 stale_below,
                 bytes,
             }),
-            Some((path, bytes, false)) => self.doom(path, bytes).await?,
+            Some(bytes) => self.doom(paths.log, bytes).await?,
             None => {}
         }
         Ok(())
+    }
+
+    /// Overwrites the segment's two index files with zeros and fdatasyncs them (see the
+    /// module docs). False when one of them is missing: a segment whose indexes were
+    /// lost keeps none.
+    async fn zero_indexes(&self, paths: &SegmentPaths) -> Result<bool> {
+        if let Some(e) = failpoint::check("recycle zero indexes") {
+            return Err(StorageError::io("write", &paths.index, e));
+        }
+        let (index, time_index) =
+            futures_lite::future::zip(zero_file(&paths.index), zero_file(&paths.time_index)).await;
+        Ok(index?.is_some() && time_index?.is_some())
     }
 
     /// Takes a file for a new segment of the partition in `dir` based at `base` that
@@ -350,24 +431,43 @@ impl SegmentPool {
         Some(files.swap_remove(i))
     }
 
-    /// Renames `file` (from [`take`](Self::take)) to `to`, a new segment's log path in
-    /// the same directory. The rename is not yet durable (a group commit's fdatasync of
-    /// an overwrite commits no directory entry): the round that makes the new
-    /// segment's first appends durable fdatasyncs the directory, for it and the
-    /// segment's new index files (see [`super::segment::Segment::create`]).
-    pub async fn claim(&self, file: &Pooled, to: &Path) -> Result<()> {
-        let (from, to) = (file.path.clone(), to.to_path_buf());
+    /// Renames `file` (from [`take`](Self::take)) to `to`, a new segment's paths in the
+    /// same directory: its log, and its zeroed index files when they are there. Returns
+    /// whether they were (else the segment starts index files of its own). The renames
+    /// are not yet durable (a group commit's fdatasync of an overwrite commits no
+    /// directory entry): the round that makes the new segment's first appends durable
+    /// fdatasyncs the directory (see [`super::segment::Segment::create`]). A crash
+    /// before then leaves each file under its old name or its new one, and a zeroed
+    /// index file reads as empty under either.
+    pub async fn claim(&self, file: &Pooled, to: &SegmentPaths) -> Result<bool> {
+        let (from, to) = (file.paths.clone(), to.clone());
         let fail = failpoint::check("recycle claim");
-        glommio::executor()
+        let indexes = glommio::executor()
             .spawn_blocking(move || {
                 if let Some(e) = fail {
-                    return Err(StorageError::io("rename", &from, e));
+                    return Err(StorageError::io("rename", &from.log, e));
                 }
-                std::fs::rename(&from, &to).map_err(|e| StorageError::io("rename", &from, e))
+                rename(&from.log, &to.log)?;
+                let index = rename_if_present(&from.index, &to.index)?;
+                let time_index = rename_if_present(&from.time_index, &to.time_index)?;
+                Ok(index && time_index)
             })
             .await?;
         self.inner.recycled.inc();
-        Ok(())
+        Ok(indexes)
+    }
+
+    /// Deletes a pooled file that does not fit the bound: its small index files at
+    /// once, its log paced.
+    async fn discard(&self, file: Pooled) -> Result<()> {
+        let paths = file.paths.clone();
+        glommio::executor()
+            .spawn_blocking(move || {
+                remove_if_present(&paths.index)?;
+                remove_if_present(&paths.time_index)
+            })
+            .await?;
+        self.doom(file.paths.log, file.bytes).await
     }
 
     /// Moves `path` (`bytes` long) to the shard's deletion directory and queues it for
@@ -381,9 +481,7 @@ impl SegmentPool {
             .join(format!("{}-{seq}{DOOMED_SUFFIX}", std::process::id()));
         let moved = to.clone();
         glommio::executor()
-            .spawn_blocking(move || {
-                std::fs::rename(&path, &moved).map_err(|e| StorageError::io("rename", &path, e))
-            })
+            .spawn_blocking(move || rename(&path, &moved))
             .await?;
         self.inner.doomed.borrow_mut().push((to, bytes));
         self.delete_doomed();

@@ -7,8 +7,8 @@ use super::{durable::Wait, PartitionLog};
 use crate::storage::{Result, StorageError};
 
 impl PartitionLog {
-    /// Makes everything appended durable, seals the active segment's files to their
-    /// exact lengths and closes the log. Later calls on any clone fail with `Closed`.
+    /// Makes everything appended durable, seals the active segment (see
+    /// [`crate::storage::segment::Seal`]) and closes the log. Later calls on any clone fail with `Closed`.
     /// A fenced log is closed without flushing, successfully: its failed appends were
     /// already told so.
     pub async fn close(&self) -> Result<()> {

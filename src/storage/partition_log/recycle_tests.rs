@@ -222,57 +222,166 @@ fn files_stay_in_their_partition_and_go_only_above_every_offset_they_held() {
 }
 
 #[test]
+fn retired_index_files_are_zeroed_and_reused() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = test_dir();
+    run(async move {
+        let storage = start(dir.path(), StorageMetrics::default()).await;
+        let log = open(&storage, dir.path(), "t").await;
+        let inode = |p: &Path| std::fs::metadata(p).expect("stat").ino();
+        let first = log
+            .shared
+            .state
+            .borrow()
+            .segments
+            .front()
+            .map(|s| s.paths.clone());
+        let first = first.expect("a segment");
+        let first = [inode(&first.index), inode(&first.time_index)];
+        let written = write(&log, 6, 60).await;
+        assert!(log.log_start_offset().0 > 0, "retention ran");
+        let part = dir.path().join("t-0");
+        let mut recycled = 0;
+        let mut inodes = Vec::new();
+        for entry in std::fs::read_dir(&part).expect("list") {
+            let path = entry.expect("entry").path();
+            let name = path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned();
+            if name.ends_with("index") {
+                inodes.push(inode(&path));
+            }
+            if name.ends_with(".recycled-index") || name.ends_with(".recycled-timeindex") {
+                let bytes = std::fs::read(&path).expect("read");
+                assert!(bytes.iter().all(|&b| b == 0), "{name} holds only zeros");
+                recycled += 1;
+            }
+        }
+        assert!(recycled > 0, "index files wait in the pool");
+        assert!(
+            first.iter().all(|i| inodes.contains(i)),
+            "the first segment's index files live on, pooled or under a later segment's name: {first:?} in {inodes:?} {:?}", std::fs::read_dir(&part).expect("list").map(|e| e.expect("e").file_name()).collect::<Vec<_>>()
+        );
+        // Sealed at close, the segments' index files hold their entries, then only
+        // zeros, which a reopen takes as they are.
+        log.close().await.expect("close");
+        let (log, reports) = storage.open_log(&part, config()).await.expect("open");
+        assert!(
+            reports
+                .iter()
+                .all(|r| !r.index_rebuilt && !r.indexes_rewritten),
+            "{reports:?}"
+        );
+        let segments: Vec<_> = log
+            .shared
+            .state
+            .borrow()
+            .segments
+            .iter()
+            .map(|s| {
+                (
+                    s.paths.clone(),
+                    s.index().offsets().encode(),
+                    s.index().times().encode(),
+                )
+            })
+            .collect();
+        for (paths, offsets, times) in segments {
+            for (path, entries) in [(&paths.index, offsets), (&paths.time_index, times)] {
+                let bytes = std::fs::read(path).expect("read");
+                assert!(bytes.starts_with(&entries), "{}", path.display());
+                assert!(
+                    bytes[entries.len()..].iter().all(|&b| b == 0),
+                    "{}",
+                    path.display()
+                );
+            }
+        }
+        assert_eq!(
+            read_all(&log).await,
+            from(&written, log.log_start_offset().0)
+        );
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+#[test]
 fn a_recycle_stopped_at_any_step_loses_nothing() {
     for step in [
-        "recycle remove indexes",
+        "recycle zero indexes",
+        "recycle move indexes",
         "recycle rename log",
         "recycle claim",
     ] {
-        let dir = test_dir();
-        let root = dir.path().to_path_buf();
-        let written = run({
-            let root = root.clone();
-            async move {
-                let storage = start(&root, StorageMetrics::default()).await;
-                let log = open(&storage, &root, "t").await;
-                let mut written = write(&log, 5, 40).await;
-                failpoint::arm(step, libc::EIO);
-                // Write until the armed step has run (retention or a roll reached it).
-                for i in 0..40u64 {
-                    let bytes = build_batch(2, &[0x7f; 1000], i as i64);
-                    let payload = ProducePayload::validate(Bytes::from(bytes.clone()), 1 << 20)
-                        .expect("valid");
-                    let appended = log.append(&payload, 0).await.expect("append");
-                    written.insert(appended.base_offset.0, identity(&bytes));
-                    appended.durable.await.expect("durable");
-                    let _ = log.enforce_retention().await;
-                }
-                assert!(failpoint::check(step).is_none(), "{step} was reached");
-                assert_eq!(
-                    read_all(&log).await,
-                    from(&written, log.log_start_offset().0),
-                    "{step}"
-                );
-                written
-            }
-        });
-        run(async move {
+        // Crash right where the step failed, or after later retentions retried it.
+        for crash_at_once in [true, false] {
+            stop_a_recycle(step, crash_at_once);
+        }
+    }
+}
+
+fn stop_a_recycle(step: &'static str, crash_at_once: bool) {
+    let dir = test_dir();
+    let root = dir.path().to_path_buf();
+    let written = run({
+        let root = root.clone();
+        async move {
             let storage = start(&root, StorageMetrics::default()).await;
             let log = open(&storage, &root, "t").await;
-            let end = *written.keys().last().expect("written") + 2;
-            assert_eq!(
-                log.high_watermark().0,
-                end,
-                "{step}: every durable batch is back"
-            );
+            let mut written = write(&log, 5, 40).await;
+            failpoint::arm(step, libc::EIO);
+            // Write until the armed step has run (retention or a roll reached it).
+            for i in 0..40u64 {
+                let bytes = build_batch(2, &[0x7f; 1000], i as i64);
+                let payload =
+                    ProducePayload::validate(Bytes::from(bytes.clone()), 1 << 20).expect("valid");
+                let appended = log.append(&payload, 0).await.expect("append");
+                written.insert(appended.base_offset.0, identity(&bytes));
+                appended.durable.await.expect("durable");
+                let _ = log.enforce_retention().await;
+                if crash_at_once && !failpoint::is_armed(step) {
+                    break;
+                }
+            }
+            assert!(failpoint::check(step).is_none(), "{step} was reached");
             assert_eq!(
                 read_all(&log).await,
                 from(&written, log.log_start_offset().0),
                 "{step}"
             );
-            log.enforce_retention().await.expect("retention finishes");
-            log.close().await.expect("close");
-            storage.shutdown().await;
-        });
-    }
+            written
+        }
+    });
+    run(async move {
+        let storage = start(&root, StorageMetrics::default()).await;
+        let log = open(&storage, &root, "t").await;
+        let end = *written.keys().last().expect("written") + 2;
+        assert_eq!(
+            log.high_watermark().0,
+            end,
+            "{step}: every durable batch is back"
+        );
+        assert_eq!(
+            read_all(&log).await,
+            from(&written, log.log_start_offset().0),
+            "{step}"
+        );
+        log.enforce_retention().await.expect("retention finishes");
+        // Appends continue over whatever the pool kept, and a clean reopen agrees.
+        let more = write(&log, 7, 30).await;
+        log.close().await.expect("close");
+        let log = open(&storage, &root, "t").await;
+        let mut all = written;
+        all.extend(more);
+        assert_eq!(
+            read_all(&log).await,
+            from(&all, log.log_start_offset().0),
+            "{step}"
+        );
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
 }
