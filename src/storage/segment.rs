@@ -29,21 +29,46 @@ pub(crate) struct SegmentWriter {
     pub(crate) time_index: SegmentAppender,
 }
 
+/// Where a segment is in its life (see the module docs), with its writers while it
+/// has any.
+pub(crate) enum Phase {
+    /// Appends go here.
+    Active(SegmentWriter),
+    /// Rolled: the next flush writes what is left and seals the files.
+    Sealing(SegmentWriter),
+    /// A flush took the seal: it holds everything left to write, and a round begun
+    /// before it finishes (rounds are pipelined) leaves the segment alone.
+    SealTaken(SegmentWriter),
+    /// Read-only.
+    Sealed,
+}
+
+impl Phase {
+    fn writer_mut(&mut self) -> Option<&mut SegmentWriter> {
+        match self {
+            Phase::Active(w) | Phase::Sealing(w) | Phase::SealTaken(w) => Some(w),
+            Phase::Sealed => None,
+        }
+    }
+
+    /// Replaces this phase with what `next` makes of it.
+    fn advance(&mut self, next: impl FnOnce(Phase) -> Phase) {
+        let phase = std::mem::replace(self, Phase::Sealed);
+        *self = next(phase);
+    }
+}
+
 /// State of one segment; see the module docs.
 pub struct Segment {
     pub(crate) base: Offset,
     pub(crate) paths: SegmentPaths,
     pub(crate) log_file: Rc<DmaFile>,
-    pub(crate) writer: Option<SegmentWriter>,
+    pub(crate) phase: Phase,
     pub(crate) index: SegmentIndex,
     pub(crate) next_offset: Offset,
     pub(crate) size: u64,
     pub(crate) flushed_size: u64,
     pub(crate) created_ms: i64,
-    pub(crate) sealing: bool,
-    /// True once a flush took the seal: that flush holds everything left to write, and
-    /// a round begun before it finishes (rounds are pipelined) leaves the segment alone.
-    seal_begun: bool,
     /// False from [`Segment::create`] until a flush round has fdatasynced the directory
     /// after the files were named: until then a crash may lose their names.
     pub(crate) named_durably: bool,
@@ -162,14 +187,12 @@ impl Segment {
                 base,
                 paths,
                 log_file,
-                writer: None,
+                phase: Phase::Sealed,
                 index: recovered.index,
                 next_offset: recovered.next_offset,
                 size: recovered.valid_end,
                 flushed_size: recovered.valid_end,
                 created_ms: now_ms,
-                sealing: false,
-                seal_begun: false,
                 named_durably: true,
             },
             recovered.report,
@@ -233,14 +256,12 @@ impl Segment {
             base,
             paths,
             log_file,
-            writer: Some(writer),
+            phase: Phase::Active(writer),
             index: SegmentIndex::new(base, config.index_interval_bytes),
             next_offset: base,
             size: 0,
             flushed_size: 0,
             created_ms: now_ms,
-            sealing: false,
-            seal_begun: false,
             named_durably: false,
         })
     }
@@ -249,7 +270,7 @@ impl Segment {
     pub async fn activate(&mut self, config: &LogConfig, zero_fill: &ZeroFillSlot) -> Result<()> {
         let index_bytes = self.index.offsets().encode().len() as u64;
         let time_bytes = self.index.times().encode().len() as u64;
-        self.writer = Some(
+        self.phase = Phase::Active(
             SegmentWriter::open(
                 &self.paths,
                 Rc::clone(&self.log_file),
@@ -261,8 +282,6 @@ impl Segment {
             )
             .await?,
         );
-        self.sealing = false;
-        self.seal_begun = false;
         Ok(())
     }
 
@@ -296,7 +315,12 @@ impl Segment {
 
     /// True once rolled; no more appends.
     pub fn is_sealed_or_sealing(&self) -> bool {
-        self.sealing || self.writer.is_none()
+        !matches!(self.phase, Phase::Active(_))
+    }
+
+    /// True once sealed: read-only, its files complete.
+    pub fn is_sealed(&self) -> bool {
+        matches!(self.phase, Phase::Sealed)
     }
 
     /// Records with offsets in `[base, next)` that this segment can still take before its
@@ -309,11 +333,9 @@ impl Segment {
     /// In memory until the next flush. Only for the active segment.
     pub fn append(&mut self, batch: &RecordBatch<'_>, base_offset: Offset, leader_epoch: i32) {
         assert_eq!(base_offset, self.next_offset, "offsets are dense");
-        let writer = self
-            .writer
-            .as_mut()
-            .filter(|_| !self.sealing)
-            .expect("append to the active segment only");
+        let Phase::Active(writer) = &mut self.phase else {
+            panic!("append to the active segment only");
+        };
         let last_offset = Offset(base_offset.0 + batch.offset_count() - 1);
         writer.log.append(&[
             &batch.rewritten_prefix(base_offset, leader_epoch),
@@ -331,43 +353,51 @@ impl Segment {
         self.next_offset = Offset(last_offset.0 + 1);
     }
 
-    /// Marks the segment rolled: its next flush writes what is left, records its final
-    /// max timestamp in the time index, truncates its files and fsyncs them.
+    /// Marks the active segment rolled: its next flush writes what is left, with its
+    /// final max timestamp in the time index, and seals its files (see [`Seal`]).
     pub fn start_sealing(&mut self) {
-        if let Some(w) = self.writer.as_mut() {
-            w.write_entries(NewEntries {
-                offset: None,
-                time: self.index.seal_time_entry(),
-            });
-            self.sealing = true;
-        }
+        let index = &mut self.index;
+        self.phase.advance(|phase| match phase {
+            Phase::Active(mut w) => {
+                w.write_entries(NewEntries {
+                    offset: None,
+                    time: index.seal_time_entry(),
+                });
+                Phase::Sealing(w)
+            }
+            other => other,
+        });
     }
 
-    /// True when a flush has something to do for this segment (an empty segment's
-    /// name is made durable by the flush of its first appends).
+    /// True when a flush has something to do for this segment, or its final flush is
+    /// still running (an empty segment's name is made durable by the flush of its
+    /// first appends).
     pub fn needs_flush(&self) -> bool {
-        match &self.writer {
-            Some(w) => {
-                self.sealing || w.log.is_dirty() || index_due(&w.index) || index_due(&w.time_index)
-            }
-            None => false,
+        match &self.phase {
+            Phase::Active(w) => w.log.is_dirty() || index_due(&w.index) || index_due(&w.time_index),
+            Phase::Sealing(_) | Phase::SealTaken(_) => true,
+            Phase::Sealed => false,
         }
     }
 
     /// Seals what was appended since the last flush and returns the flush to run.
     /// The log chunks it returns are for the batch cache.
     pub fn begin_flush(&mut self) -> Option<(SegmentFlush, Vec<Chunk>)> {
-        if !self.needs_flush() || self.seal_begun {
+        if !self.needs_flush() || matches!(self.phase, Phase::SealTaken(_)) {
             return None;
         }
-        self.seal_begun = self.sealing;
-        let w = self.writer.as_mut()?;
+        let sealing = matches!(self.phase, Phase::Sealing(_));
+        self.phase.advance(|phase| match phase {
+            Phase::Sealing(w) => Phase::SealTaken(w),
+            other => other,
+        });
+        let w = self.phase.writer_mut()?;
         let log = w.log.begin_flush();
         let chunks = log
             .as_ref()
             .map(|f| f.chunks().to_vec())
             .unwrap_or_default();
-        let (index, time_index) = if self.sealing {
+        let (index, time_index) = if sealing {
             (w.index.begin_flush(), w.time_index.begin_flush())
         } else {
             (
@@ -377,7 +407,7 @@ impl Segment {
                     .flatten(),
             )
         };
-        let seal = self.sealing.then(|| Seal {
+        let seal = sealing.then(|| Seal {
             log: Rc::clone(&self.log_file),
             index: Rc::clone(w.index.file()),
             time_index: Rc::clone(w.time_index.file()),
@@ -405,7 +435,7 @@ impl Segment {
         self.flushed_size = flushed_size;
         self.named_durably |= named;
         if sealed {
-            self.writer = None;
+            self.phase = Phase::Sealed;
         }
     }
 

@@ -145,7 +145,7 @@ impl PartitionLog {
             .segments
             .iter()
             .take(st.segments.len().saturating_sub(1))
-            .filter(|s| s.writer.is_none())
+            .filter(|s| s.is_sealed())
             .any(|s| s.next_offset() > st.cleaned_to);
         sealed_past || st.tombstones_due.is_some_and(|at| at <= now)
     }
@@ -213,7 +213,7 @@ impl PartitionLog {
         st.segments
             .iter()
             .take(st.segments.len().saturating_sub(1))
-            .take_while(|s| s.writer.is_none() && s.index().max_timestamp() <= now - lag)
+            .take_while(|s| s.is_sealed() && s.index().max_timestamp() <= now - lag)
             .map(|s| Cleanable {
                 base: s.base(),
                 file: Rc::clone(&s.log_file),
@@ -350,7 +350,7 @@ impl PartitionLog {
                 && st.segments.iter().any(|s| {
                     s.base() == segment.base
                         && Rc::ptr_eq(&s.log_file, &segment.file)
-                        && s.writer.is_none()
+                        && s.is_sealed()
                 })
         };
         if !current(&shared.state.borrow()) {
