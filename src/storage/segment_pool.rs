@@ -360,14 +360,14 @@ impl SegmentPool {
         // keeps index files that read as empty, which recovery rebuilds from its log.
         let indexes = keep && self.zero_indexes(&paths).await?;
         // Failpoints are per thread: looked up here, injected on the blocking pool.
-        let fail_remove = failpoint::check("recycle move indexes");
+        let fail_move = failpoint::check("recycle move indexes");
         let fail_rename = failpoint::check("recycle rename log");
         let moved = {
             let (paths, kept) = (paths.clone(), kept.clone());
             glommio::executor()
                 .spawn_blocking(move || -> Result<()> {
-                    if let Some(e) = fail_remove {
-                        return Err(StorageError::io("remove", &paths.index, e));
+                    if let Some(e) = fail_move {
+                        return Err(StorageError::io("rename", &paths.index, e));
                     }
                     if indexes {
                         rename(&paths.index, &kept.index)?;
