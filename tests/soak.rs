@@ -22,7 +22,8 @@
 //! and scale the broker's data down (16 MiB segments, 64 MiB retention, a 32 MiB batch
 //! cache) so it reaches its working size in time.
 //! `WEIR_SOAK_RATE=N` soaks at N msgs/s instead of a share of the maximum;
-//! `WEIR_SOAK_ARGS="--flag value …"` adds broker flags.
+//! `WEIR_SOAK_ARGS="--flag value …"` adds broker flags, `WEIR_SOAK_LOADGEN_ARGS` loadgen
+//! flags (to both the maximum and the soak).
 //! Results, including `soak.svg` (RSS and p99.9 over time), loadgen's histogram logs
 //! the broker's log (slow flush rounds are warnings there) and `commits.csv` (its group
 //! commit, sampled every second from its metrics), go to `WEIR_SOAK_OUT`
@@ -60,12 +61,15 @@ const SHORT_LOAD_SHARE: f64 = 0.5;
 
 /// Runs loadgen e2e on topic `soak` with its output on this terminal; returns the summary.
 fn e2e(broker: &Broker, out: &Path, core: usize, args: &[&str]) -> serde_json::Value {
+    // `WEIR_SOAK_LOADGEN_ARGS` adds loadgen flags to both runs (space-separated).
+    let client = std::env::var("WEIR_SOAK_LOADGEN_ARGS").unwrap_or_default();
     let status = Command::new(loadgen())
         .args(["e2e", "--bootstrap", &broker.bootstrap(), "--topic", "soak"])
         .args(["--partitions", "4", "--message-size", "1024"])
         .args(["--cores", &core.to_string()])
         .arg("--out")
         .arg(out)
+        .args(client.split_whitespace())
         .args(args)
         .status()
         .expect("run loadgen");
