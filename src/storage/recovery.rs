@@ -20,10 +20,9 @@ use glommio::io::DmaFile;
 
 use super::{
     config::{LogConfig, STORED_BATCH_BYTES_MAX},
-    error::IntoOsError,
     record_batch::{self, BatchHeader, HEADER_BYTES},
     segment_appender::{SegmentAppender, ZeroFillSlot},
-    segment_files::{open_dma, SegmentPaths},
+    segment_files::{open_dma, open_dma_if_present, SegmentPaths},
     segment_index::{is_zero_padding, IndexedBatch, OffsetIndex, SegmentIndex, TimeIndex},
     FilePosition, Offset, Result, StorageError,
 };
@@ -56,19 +55,8 @@ pub struct RecoveryReport {
 }
 
 async fn read_optional(path: &Path) -> Result<Option<Bytes>> {
-    let file = match glommio::io::OpenOptions::new()
-        .read(true)
-        .dma_open(path)
-        .await
-    {
-        Ok(f) => f,
-        Err(e) => {
-            let e = e.into_os_error();
-            if e.kind() == std::io::ErrorKind::NotFound {
-                return Ok(None);
-            }
-            return Err(StorageError::io("open", path, e));
-        }
+    let Some(file) = open_dma_if_present(path, false).await? else {
+        return Ok(None);
     };
     let len = file
         .file_size()

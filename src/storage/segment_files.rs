@@ -47,6 +47,26 @@ pub async fn open_dma(path: &Path) -> Result<Rc<DmaFile>> {
         .map_err(|e| StorageError::io("open", path, e))
 }
 
+/// Opens an existing file for O_DIRECT reading (and writing, when `write`); `None` when
+/// there is no such file.
+pub(crate) async fn open_dma_if_present(path: &Path, write: bool) -> Result<Option<DmaFile>> {
+    match OpenOptions::new()
+        .read(true)
+        .write(write)
+        .dma_open(path)
+        .await
+    {
+        Ok(file) => Ok(Some(file)),
+        Err(e) => {
+            let e = e.into_os_error();
+            if e.kind() == std::io::ErrorKind::NotFound {
+                return Ok(None);
+            }
+            Err(StorageError::io("open", path, e))
+        }
+    }
+}
+
 /// Opens a directory for [`Directory::sync`] through io_uring (made absolute first:
 /// glommio opens directories relative to no working directory).
 pub(crate) async fn open_dir(dir: &Path) -> Result<Rc<Directory>> {
@@ -90,20 +110,8 @@ pub(crate) async fn sync_dir(handle: &Directory, dir: &Path) -> Result<()> {
 /// this returns, no crash can bring its earlier contents back. Returns its new length,
 /// or `None` when there is no such file.
 pub(crate) async fn zero_file(path: &Path) -> Result<Option<u64>> {
-    let file = match OpenOptions::new()
-        .read(true)
-        .write(true)
-        .dma_open(path)
-        .await
-    {
-        Ok(file) => file,
-        Err(e) => {
-            let e = e.into_os_error();
-            if e.kind() == std::io::ErrorKind::NotFound {
-                return Ok(None);
-            }
-            return Err(StorageError::io("open", path, e));
-        }
+    let Some(file) = open_dma_if_present(path, true).await? else {
+        return Ok(None);
     };
     let len = align_up(
         file.file_size()
