@@ -73,3 +73,18 @@ impl CommitSampler {
         self.thread.join().expect("commit sampler")
     }
 }
+
+/// The mean fdatasync time per flush round, in ms, over the rows of `csv` (from
+/// [`CommitSampler::stop`]): how fast the device flushed during the run.
+pub fn mean_sync_ms(csv: &str) -> Option<f64> {
+    let rows: Vec<Vec<f64>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').filter_map(|v| v.parse().ok()).collect())
+        .filter(|r: &Vec<f64>| r.len() == SERIES.len() + 1)
+        .collect();
+    let (first, last) = (rows.first()?, rows.last()?);
+    // Columns: second, rounds, round seconds, sync seconds, …
+    let rounds = last[1] - first[1];
+    (rounds > 0.0).then(|| (last[3] - first[3]) / rounds * 1000.0)
+}
