@@ -164,7 +164,7 @@ impl StorageFamilies {
         );
         registry.register_with_unit(
             "storage_written",
-            "Bytes the shard's O_DIRECT writes handed the device, by kind: log (the data, plus the partial 4 KiB page each round rewrites and pads), index, zeros (zero-fill ahead of new segments' data); over weir_flush_bytes_total, the write amplification",
+            "Bytes the shard's O_DIRECT writes handed the device, by kind: log (the data, plus the partial 4 KiB page each round rewrites and pads), index, zeros (zero-fill ahead of new segments' data, and retired index files zeroed for reuse); over weir_flush_bytes_total, the write amplification",
             Unit::Bytes,
             f.written.clone(),
         );

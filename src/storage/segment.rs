@@ -6,7 +6,7 @@
 //! fsyncs all three files) or *sealed*
 //! (read-only). Only the log's flushed prefix is ever read.
 
-use std::{path::Path, path::PathBuf, rc::Rc};
+use std::{path::Path, rc::Rc};
 
 use glommio::io::DmaFile;
 
@@ -120,7 +120,7 @@ impl Seal {
         let tail = log_len.saturating_sub(self.log_bytes);
         let log = async {
             if tail > SEAL_TAIL_KEPT.min(self.log_bytes / 8) {
-                cut((&self.log, &self.paths.log, self.log_bytes)).await
+                cut(&self.log, &self.paths.log, self.log_bytes).await
             } else {
                 sync(&self.log, &self.paths.log).await
             }
@@ -136,7 +136,7 @@ impl Seal {
     }
 }
 
-async fn cut((file, path, len): (&Rc<DmaFile>, &PathBuf, u64)) -> Result<()> {
+async fn cut(file: &DmaFile, path: &Path, len: u64) -> Result<()> {
     file.truncate(len)
         .await
         .map_err(|e| StorageError::io("truncate", path, e))?;
@@ -202,7 +202,9 @@ impl Segment {
     /// Creates an empty active segment with base offset `base` in `dir`. With a `pool`,
     /// its files are recycled ones when a log fits (see [`super::segment_pool`]):
     /// appends overwrite the log's stale bytes in place, with no zero-fill below its
-    /// end, and the indexes' zeros. Index files not from the pool start empty.
+    /// end, and the indexes' zeros. Index files not from the pool are new: no index
+    /// file outlives its log (deletions remove the indexes first), and a pooled one
+    /// holds only zeros, under whichever name a crash left it.
     /// The new files' names (and a recycled file's rename) are not durable yet: the
     /// segment's first flush names it (see [`SegmentFlush::names`]), so the directory
     /// is synced in the round that makes its first appends durable, beside their
@@ -217,15 +219,15 @@ impl Segment {
     ) -> Result<Segment> {
         let paths = SegmentPaths::new(dir, base);
         let taken = pool.and_then(|p| p.take(dir, base, config.segment_bytes).map(|f| (p, f)));
-        let (prewritten, recycled_indexes) = match taken {
+        let prewritten = match taken {
             Some((pool, file)) => match pool.claim(&file, &paths).await {
-                Ok(indexes) => (Some(file.prewritten()), indexes),
+                Ok(()) => Some(file.prewritten()),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot reuse a pooled segment file; creating a new one");
-                    (None, false)
+                    None
                 }
             },
-            None => (None, false),
+            None => None,
         };
         let log_file = open_dma(&paths.log).await?;
         if prewritten.is_none() {
@@ -238,19 +240,6 @@ impl Segment {
         let mut writer = SegmentWriter::open(&paths, log, 0, 0, 0, config, zero_fill).await?;
         if let Some(end) = prewritten {
             writer.log.assume_written(end);
-        }
-        if !recycled_indexes {
-            // Files a crash left under these names would hold another life's entries.
-            for (index, path) in [
-                (&writer.index, &paths.index),
-                (&writer.time_index, &paths.time_index),
-            ] {
-                index
-                    .file()
-                    .truncate(0)
-                    .await
-                    .map_err(|e| StorageError::io("truncate", path, e))?;
-            }
         }
         Ok(Segment {
             base,
@@ -445,13 +434,15 @@ impl Segment {
     /// blocking thread, so other blocking work (offset-store syncs) is not held up
     /// behind a whole deletion.
     pub async fn delete_files(paths: SegmentPaths) -> Result<()> {
-        delete_paced(&paths.log, DELETE_RATE, || false).await?;
+        // Index files first, so none outlives its log (see [`Segment::create`]).
+        let indexes = paths.clone();
         glommio::executor()
             .spawn_blocking(move || {
-                remove_if_present(&paths.index)?;
-                remove_if_present(&paths.time_index)
+                remove_if_present(&indexes.index)?;
+                remove_if_present(&indexes.time_index)
             })
-            .await
+            .await?;
+        delete_paced(&paths.log, DELETE_RATE, || false).await
     }
 }
 

@@ -7,10 +7,7 @@ use std::{
 
 use glommio::io::{Directory, DmaFile, OpenOptions};
 
-use super::{error::IntoOsError, segment_appender::align_up, Offset, Result, StorageError};
-
-/// Bytes of zeros one write of [`zero_file`] carries.
-const ZERO_STEP_BYTES: u64 = 256 << 10;
+use super::{error::IntoOsError, Offset, Result, StorageError};
 
 /// Paths of a segment's three files.
 #[derive(Debug, Clone)]
@@ -87,6 +84,22 @@ pub(crate) fn remove_if_present(path: &Path) -> Result<()> {
     }
 }
 
+/// Renames `from` to `to`. Blocking: call on the blocking pool.
+pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
+    std::fs::rename(from, to).map_err(|e| StorageError::io("rename", from, e))
+}
+
+/// Renames `from` to `to`; a `from` that is not there is fine. Blocking: call on the
+/// blocking pool.
+pub(crate) fn rename_if_present(from: &Path, to: &Path) -> Result<()> {
+    match std::fs::rename(from, to) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(StorageError::io("rename", from, e))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// fsyncs directory `dir`, so the names just created, renamed or removed in it survive
 /// a crash. Blocking: call on the blocking pool.
 pub(crate) fn sync_dir_blocking(dir: &Path) -> Result<()> {
@@ -103,47 +116,4 @@ pub(crate) async fn sync_dir(handle: &Directory, dir: &Path) -> Result<()> {
         .sync()
         .await
         .map_err(|e| StorageError::io("fsync dir", dir, e))
-}
-
-/// Overwrites the whole of `path` with zeros through O_DIRECT, in whole pages (a partial
-/// last page is padded, so the file ends on a page boundary), and fdatasyncs it: once
-/// this returns, no crash can bring its earlier contents back. Returns its new length,
-/// or `None` when there is no such file.
-pub(crate) async fn zero_file(path: &Path) -> Result<Option<u64>> {
-    let Some(file) = open_dma_if_present(path, true).await? else {
-        return Ok(None);
-    };
-    let len = align_up(
-        file.file_size()
-            .await
-            .map_err(|e| StorageError::io("stat", path, e))?,
-    );
-    let mut at = 0;
-    while at < len {
-        let step = ZERO_STEP_BYTES.min(len - at);
-        let mut zeros = file.alloc_dma_buffer(step as usize);
-        zeros.as_bytes_mut().fill(0);
-        let written = file
-            .write_at(zeros, at)
-            .await
-            .map_err(|e| StorageError::io("write", path, e))?;
-        if written as u64 != step {
-            return Err(StorageError::io(
-                "write",
-                path,
-                std::io::Error::new(
-                    std::io::ErrorKind::WriteZero,
-                    format!("{written} of {step} bytes of zeros written at {at}"),
-                ),
-            ));
-        }
-        at += step;
-    }
-    file.fdatasync()
-        .await
-        .map_err(|e| StorageError::io("fdatasync", path, e))?;
-    file.close()
-        .await
-        .map_err(|e| StorageError::io("close", path, e))?;
-    Ok(Some(len))
 }

@@ -55,7 +55,8 @@ use prometheus_client::metrics::counter::Counter;
 use super::{
     failpoint,
     segment_appender::align_down,
-    segment_files::{remove_if_present, sync_dir, zero_file, SegmentPaths},
+    segment_files::{remove_if_present, rename, rename_if_present, sync_dir, SegmentPaths},
+    zero_fill::{zero_whole_file, ZeroFillSlot},
     Offset, Result, StorageError,
 };
 
@@ -154,6 +155,7 @@ struct PoolInner {
     doomed: RefCell<Vec<(PathBuf, u64)>>,
     deleting: Cell<bool>,
     recycled: Counter,
+    zero_fill: ZeroFillSlot,
 }
 
 /// A shard's segment pool (see the module docs). Cloning shares it; `!Send`.
@@ -185,28 +187,16 @@ fn file_len(path: &Path) -> Result<Option<u64>> {
     }
 }
 
-/// Renames `from` to `to`. Blocking: call on the blocking pool.
-fn rename(from: &Path, to: &Path) -> Result<()> {
-    std::fs::rename(from, to).map_err(|e| StorageError::io("rename", from, e))
-}
-
-/// Renames `from` to `to` when `from` is there; whether it was. Blocking.
-fn rename_if_present(from: &Path, to: &Path) -> Result<bool> {
-    match std::fs::rename(from, to) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(StorageError::io("rename", from, e)),
-    }
-}
-
 impl SegmentPool {
     /// Opens the pool of the shard whose storage directory is `shard_dir`: creates its
     /// deletion directory and queues what a previous run left there. `recycled` counts
-    /// the files reused.
+    /// the files reused; `zero_fill` is the shard's, through which retired index files
+    /// are zeroed (and counted).
     pub async fn open(
         shard_dir: &Path,
         config: RecycleConfig,
         recycled: Counter,
+        zero_fill: ZeroFillSlot,
     ) -> Result<SegmentPool> {
         let dir = shard_dir.join(POOL_DIR);
         let doomed = {
@@ -236,6 +226,7 @@ impl SegmentPool {
                 doomed: RefCell::new(doomed),
                 deleting: Cell::new(false),
                 recycled,
+                zero_fill,
             }),
         };
         pool.delete_doomed();
@@ -407,8 +398,12 @@ impl SegmentPool {
         if let Some(e) = failpoint::check("recycle zero indexes") {
             return Err(StorageError::io("write", &paths.index, e));
         }
-        let (index, time_index) =
-            futures_lite::future::zip(zero_file(&paths.index), zero_file(&paths.time_index)).await;
+        let slot = &self.inner.zero_fill;
+        let (index, time_index) = futures_lite::future::zip(
+            zero_whole_file(&paths.index, slot),
+            zero_whole_file(&paths.time_index, slot),
+        )
+        .await;
         Ok(index?.is_some() && time_index?.is_some())
     }
 
@@ -432,29 +427,28 @@ impl SegmentPool {
     }
 
     /// Renames `file` (from [`take`](Self::take)) to `to`, a new segment's paths in the
-    /// same directory: its log, and its zeroed index files when they are there. Returns
-    /// whether they were (else the segment starts index files of its own). The renames
+    /// same directory: its log, and its zeroed index files when they are there (else
+    /// the segment starts index files of its own). The renames
     /// are not yet durable (a group commit's fdatasync of an overwrite commits no
     /// directory entry): the round that makes the new segment's first appends durable
     /// fdatasyncs the directory (see [`super::segment::Segment::create`]). A crash
     /// before then leaves each file under its old name or its new one, and a zeroed
     /// index file reads as empty under either.
-    pub async fn claim(&self, file: &Pooled, to: &SegmentPaths) -> Result<bool> {
+    pub async fn claim(&self, file: &Pooled, to: &SegmentPaths) -> Result<()> {
         let (from, to) = (file.paths.clone(), to.clone());
         let fail = failpoint::check("recycle claim");
-        let indexes = glommio::executor()
+        glommio::executor()
             .spawn_blocking(move || {
                 if let Some(e) = fail {
                     return Err(StorageError::io("rename", &from.log, e));
                 }
                 rename(&from.log, &to.log)?;
-                let index = rename_if_present(&from.index, &to.index)?;
-                let time_index = rename_if_present(&from.time_index, &to.time_index)?;
-                Ok(index && time_index)
+                rename_if_present(&from.index, &to.index)?;
+                rename_if_present(&from.time_index, &to.time_index)
             })
             .await?;
         self.inner.recycled.inc();
-        Ok(indexes)
+        Ok(())
     }
 
     /// Deletes a pooled file that does not fit the bound: its small index files at

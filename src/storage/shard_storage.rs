@@ -75,15 +75,16 @@ impl ShardStorage {
     /// read fails with EOPNOTSUPP. A real 4 KiB read first gets the right answer.
     pub async fn start(config: ShardStorageConfig, clock: Clock) -> Result<ShardStorage> {
         probe_device(&config.data_dir).await?;
+        let zero_fill = ZeroFillSlot::counting(config.metrics.written_zeros.clone());
         let pool = SegmentPool::open(
             &config.data_dir,
             config.recycle,
             config.metrics.recycled_segments.clone(),
+            zero_fill.clone(),
         )
         .await?;
         let flusher = FlushScheduler::with_metrics(config.flush, config.metrics.clone());
         let task = glommio::spawn_local(flusher.clone().run());
-        let zero_fill = ZeroFillSlot::counting(config.metrics.written_zeros.clone());
         Ok(ShardStorage {
             inner: Rc::new(ShardInner {
                 cache: Rc::new(BatchCache::with_metrics(

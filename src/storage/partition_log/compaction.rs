@@ -39,7 +39,7 @@ use crate::storage::{
     recovery,
     segment::{open_dma, SegmentPaths},
     segment_appender::{SegmentAppender, ZeroFillSlot},
-    segment_files::remove_if_present,
+    segment_files::{remove_if_present, rename},
     segment_index::{IndexedBatch, SegmentIndex},
     Offset, Result, StorageError,
 };
@@ -673,8 +673,4 @@ async fn step(name: &'static str, f: impl FnOnce() -> Result<()> + Send + 'stati
         return Err(StorageError::io(name, Path::new(name), e));
     }
     glommio::executor().spawn_blocking(f).await
-}
-
-fn rename(from: &Path, to: &Path) -> Result<()> {
-    std::fs::rename(from, to).map_err(|e| StorageError::io("rename", to, e))
 }

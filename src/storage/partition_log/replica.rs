@@ -11,7 +11,7 @@ use super::{Appended, PartitionLog, Stamp};
 use crate::storage::{
     record_batch::{BatchHeader, HEADER_BYTES},
     segment::SegmentPaths,
-    segment_files::sync_dir_blocking,
+    segment_files::{remove_if_present, sync_dir_blocking},
     Offset, ProducePayload, Result, StorageError,
 };
 
@@ -99,26 +99,22 @@ fn cut_log_dir(dir: &Path, offset: Offset) -> Result<()> {
         }
     }
     bases.sort();
-    let remove = |path: &Path| match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(StorageError::io("remove", path, e))
-        }
-        _ => Ok(()),
-    };
+    // Index files go before their log, so none outlives it: a segment later created
+    // under the same name would otherwise find another life's entries in them.
     for base in &bases {
         let paths = SegmentPaths::new(dir, *base);
         if *base >= offset {
-            remove(&paths.log)?;
-            remove(&paths.index)?;
-            remove(&paths.time_index)?;
+            remove_if_present(&paths.index)?;
+            remove_if_present(&paths.time_index)?;
+            remove_if_present(&paths.log)?;
         }
     }
     match bases.iter().rev().find(|b| **b < offset) {
         Some(base) => {
             let paths = SegmentPaths::new(dir, *base);
             cut_segment(&paths.log, offset)?;
-            remove(&paths.index)?;
-            remove(&paths.time_index)?;
+            remove_if_present(&paths.index)?;
+            remove_if_present(&paths.time_index)?;
         }
         None => {
             // Everything went: an empty segment keeps the log's end where it was cut.
