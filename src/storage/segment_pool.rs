@@ -54,9 +54,11 @@ use prometheus_client::metrics::counter::Counter;
 
 use super::{
     failpoint,
-    segment_appender::align_down,
-    segment_files::{remove_if_present, rename, rename_if_present, sync_dir, SegmentPaths},
-    zero_fill::{zero_whole_file, ZeroFillSlot},
+    segment_appender::{align_down, align_up},
+    segment_files::{
+        open_dma_if_present, remove_if_present, rename, rename_if_present, sync_dir, SegmentPaths,
+    },
+    zero_fill::{zero_fill, ZeroFillSlot},
     Offset, Result, StorageError,
 };
 
@@ -548,4 +550,30 @@ pub async fn delete_paced(path: &Path, rate: u64, behind: impl Fn() -> bool) -> 
     blocking
         .spawn_blocking(move || remove_if_present(&owned))
         .await
+}
+
+/// Overwrites the whole of `path` with zeros, in whole pages (a partial last page is
+/// padded, so the file ends on a page boundary), and fdatasyncs it: once this returns,
+/// no crash can bring its earlier contents back. Returns its new length, or `None` when
+/// there is no such file.
+pub(super) async fn zero_whole_file(
+    path: &std::path::Path,
+    slot: &ZeroFillSlot,
+) -> Result<Option<u64>> {
+    let Some(file) = open_dma_if_present(path, true).await? else {
+        return Ok(None);
+    };
+    let len = align_up(
+        file.file_size()
+            .await
+            .map_err(|e| StorageError::io("stat", path, e))?,
+    );
+    if len > 0 {
+        // No data follows: every piece is urgent, so it goes in one write.
+        zero_fill(&file, path, 0, len as usize, &Cell::new(0), slot).await?;
+    }
+    file.close()
+        .await
+        .map_err(|e| StorageError::io("close", path, e))?;
+    Ok(Some(len))
 }

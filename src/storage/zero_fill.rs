@@ -8,7 +8,7 @@ use std::{cell::Cell, rc::Rc};
 use glommio::io::{DmaBuffer, DmaFile};
 use prometheus_client::metrics::counter::Counter;
 
-use super::{segment_appender::align_up, segment_files::open_dma_if_present, Result, StorageError};
+use super::{Result, StorageError};
 
 /// Zeros go out in pieces of this size, one at a time per shard, while the data is more
 /// than [`ZERO_FILL_URGENT_BYTES`] behind them: a flush's small write queued behind zeros
@@ -105,30 +105,4 @@ pub(super) async fn zero_fill(
     file.fdatasync()
         .await
         .map_err(|e| StorageError::io("zero-fill fdatasync", path, e))
-}
-
-/// Overwrites the whole of `path` with zeros, in whole pages (a partial last page is
-/// padded, so the file ends on a page boundary), and fdatasyncs it: once this returns,
-/// no crash can bring its earlier contents back. Returns its new length, or `None` when
-/// there is no such file.
-pub(super) async fn zero_whole_file(
-    path: &std::path::Path,
-    slot: &ZeroFillSlot,
-) -> Result<Option<u64>> {
-    let Some(file) = open_dma_if_present(path, true).await? else {
-        return Ok(None);
-    };
-    let len = align_up(
-        file.file_size()
-            .await
-            .map_err(|e| StorageError::io("stat", path, e))?,
-    );
-    if len > 0 {
-        // No data follows: every piece is urgent, so it goes in one write.
-        zero_fill(&file, path, 0, len as usize, &Cell::new(0), slot).await?;
-    }
-    file.close()
-        .await
-        .map_err(|e| StorageError::io("close", path, e))?;
-    Ok(Some(len))
 }
