@@ -43,6 +43,10 @@ pub struct RecoveryReport {
     /// Zeros trimmed from the end of the log: page padding and zero-fill ahead of the
     /// tail, or a recycled file's earlier batches (normal after a crash).
     pub padding_bytes: u64,
+    /// Bytes past the data left in place because a clean close said where the data
+    /// ends (see `partition_log::clean_close`): zeros or a recycled file's stale bytes,
+    /// which appends overwrite.
+    pub kept_tail_bytes: u64,
     /// Why the log was cut, when it was.
     pub truncation_reason: Option<String>,
     /// True when the index files were missing or damaged and rebuilt from the log.
@@ -230,16 +234,23 @@ async fn replay(
         r.valid_end = position;
         r.next_offset = Offset(last.0 + 1);
     }
-    // Zeros to the end of the file are what O_DIRECT page padding and zero-fill ahead
-    // leave behind; anything else is damage.
-    let left = file_len - r.valid_end;
-    if !r.padding && left > 0 && left <= PADDING_BYTES_MAX {
-        let rest = window
-            .cover(file, path, r.valid_end, left as usize, left)
-            .await?;
-        r.padding = rest.is_some_and(|b| b.iter().all(|&x| x == 0));
-    }
     Ok(r)
+}
+
+/// True when the log holds only zeros from `from` to its end (`file_len`): what O_DIRECT
+/// page padding and zero-fill ahead leave behind. Anything else is damage, as is a
+/// zero tail too long to read ([`PADDING_BYTES_MAX`]).
+async fn zero_tail(file: &DmaFile, path: &Path, from: u64, file_len: u64) -> Result<bool> {
+    let left = file_len - from;
+    if left == 0 || left > PADDING_BYTES_MAX {
+        return Ok(false);
+    }
+    let mut window = Window {
+        bytes: Bytes::new(),
+        at: from,
+    };
+    let rest = window.cover(file, path, from, left as usize, left).await?;
+    Ok(rest.is_some_and(|b| b.iter().all(|&x| x == 0)))
 }
 
 /// A segment as recovery left it.
@@ -257,11 +268,15 @@ pub struct Recovered {
 /// Recovers the segment with base offset `base` whose log is open as `log_file`, as the
 /// module docs describe: the log is truncated (and fdatasynced) after its last intact
 /// batch and the index files rewritten when they differ from the replayed indexes.
+/// `clean_end` is where a clean close recorded the segment's data to end: when the
+/// replay ends exactly there, the bytes past it are not the log's (see
+/// `partition_log::clean_close`) and stay, for appends to overwrite.
 pub async fn recover(
     log_file: &Rc<DmaFile>,
     paths: &SegmentPaths,
     base: Offset,
     config: &LogConfig,
+    clean_end: Option<u64>,
 ) -> Result<Recovered> {
     let file_len = log_file
         .file_size()
@@ -306,7 +321,13 @@ pub async fn recover(
         .await?;
     }
     report.batches_replayed = r.batches;
-    if r.valid_end < file_len && r.padding {
+    let kept = clean_end == Some(r.valid_end);
+    if !kept && !r.padding {
+        r.padding = zero_tail(log_file, &paths.log, r.valid_end, file_len).await?;
+    }
+    if kept {
+        report.kept_tail_bytes = file_len - r.valid_end;
+    } else if r.valid_end < file_len && r.padding {
         report.padding_bytes = file_len - r.valid_end;
     } else if r.valid_end < file_len {
         report.truncated_bytes = file_len - r.valid_end;
@@ -319,7 +340,7 @@ pub async fn recover(
             "truncating log after the last intact batch"
         );
     }
-    if r.valid_end < file_len {
+    if r.valid_end < file_len && !kept {
         log_file
             .truncate(r.valid_end)
             .await
@@ -413,7 +434,7 @@ mod tests {
                 s.size(),
                 "exact length"
             );
-            let (again, report) = Segment::open(dir.path(), Offset(0), &config(), 0)
+            let (again, report) = Segment::open(dir.path(), Offset(0), &config(), 0, None)
                 .await
                 .expect("open");
             assert_eq!(
@@ -469,7 +490,7 @@ mod tests {
                 s.size()
             );
             assert!(len - s.size() <= s.size() / 8, "{len} for {}", s.size());
-            let (again, report) = Segment::open(dir.path(), Offset(0), &config, 0)
+            let (again, report) = Segment::open(dir.path(), Offset(0), &config, 0, None)
                 .await
                 .expect("open");
             assert_eq!(report.truncated_bytes, 0, "zeros are padding, not damage");
@@ -492,7 +513,7 @@ mod tests {
                 position: last.position + 7,
             });
             std::fs::write(&s.paths.index, index.encode()).expect("write");
-            let (again, report) = Segment::open(dir.path(), Offset(0), &config(), 0)
+            let (again, report) = Segment::open(dir.path(), Offset(0), &config(), 0, None)
                 .await
                 .expect("open");
             assert!(report.index_rebuilt);
@@ -514,7 +535,7 @@ mod tests {
             bytes[at..at + 8].copy_from_slice(&999i64.to_be_bytes());
             std::fs::write(&s.paths.log, &bytes).expect("write");
             std::fs::remove_file(&s.paths.index).expect("drop index");
-            let (again, report) = Segment::open(dir.path(), Offset(0), &config(), 0)
+            let (again, report) = Segment::open(dir.path(), Offset(0), &config(), 0, None)
                 .await
                 .expect("open");
             assert_eq!(again.next_offset(), Offset(30));

@@ -100,6 +100,8 @@ pub struct Seal {
     time_index: Rc<DmaFile>,
     paths: SegmentPaths,
     log_bytes: u64,
+    /// Never cut the log (a clean close: see `partition_log::clean_close`).
+    keep_tail: bool,
 }
 
 /// Most bytes past a sealed log's data that sealing leaves in place (the recycle pool's
@@ -119,7 +121,7 @@ impl Seal {
             .map_err(|e| StorageError::io("stat", &self.paths.log, e))?;
         let tail = log_len.saturating_sub(self.log_bytes);
         let log = async {
-            if tail > SEAL_TAIL_KEPT.min(self.log_bytes / 8) {
+            if !self.keep_tail && tail > SEAL_TAIL_KEPT.min(self.log_bytes / 8) {
                 cut(&self.log, &self.paths.log, self.log_bytes).await
             } else {
                 sync(&self.log, &self.paths.log).await
@@ -170,18 +172,20 @@ fn index_due(index: &SegmentAppender) -> bool {
 
 impl Segment {
     /// Opens the segment with base offset `base` in `dir`, recovering what a crash left
-    /// behind (see [`recovery`]): the log is cut after its last intact batch and the
-    /// indexes rebuilt from it when they disagree. It opens sealed;
-    /// [`Segment::activate`] reopens it for appends.
+    /// behind (see [`recovery`]): the log is cut after its last intact batch — unless
+    /// that is `clean_end`, where a clean close said its data ends — and the indexes
+    /// rebuilt from it when they disagree. It opens sealed; [`Segment::activate`]
+    /// reopens it for appends.
     pub async fn open(
         dir: &Path,
         base: Offset,
         config: &LogConfig,
         now_ms: i64,
+        clean_end: Option<u64>,
     ) -> Result<(Segment, RecoveryReport)> {
         let paths = SegmentPaths::new(dir, base);
         let log_file = open_dma(&paths.log).await?;
-        let recovered = recovery::recover(&log_file, &paths, base, config).await?;
+        let recovered = recovery::recover(&log_file, &paths, base, config, clean_end).await?;
         Ok((
             Segment {
                 base,
@@ -272,6 +276,24 @@ impl Segment {
             .await?,
         );
         Ok(())
+    }
+
+    /// How far the active segment's log file is durably written past its data (zeros
+    /// its zero-fill synced, a recycled file's stale bytes), when its growth tracks
+    /// that; `None` for a sealed segment.
+    pub fn written_end(&self) -> Option<u64> {
+        match &self.phase {
+            Phase::Active(w) => w.log.durably_written_end(),
+            _ => None,
+        }
+    }
+
+    /// Treats the active segment's log below `end` as written (see
+    /// [`SegmentAppender::assume_written`]); call right after [`Segment::activate`].
+    pub fn assume_written(&mut self, end: u64) {
+        if let Phase::Active(w) = &mut self.phase {
+            w.log.assume_written(end);
+        }
     }
 
     /// fdatasyncs the log, so whatever it holds is durable before it is served.
@@ -402,6 +424,7 @@ impl Segment {
             time_index: Rc::clone(w.time_index.file()),
             paths: self.paths.clone(),
             log_bytes: self.size,
+            keep_tail: false,
         });
         Some((
             SegmentFlush {
@@ -524,6 +547,14 @@ impl SegmentFlush {
     /// True when this flush seals the segment.
     pub fn seals(&self) -> bool {
         self.seal.is_some()
+    }
+
+    /// Makes the seal leave the log's file whole, whatever lies past its data (a clean
+    /// close: see `partition_log::clean_close`).
+    pub fn keep_log_tail(&mut self) {
+        if let Some(seal) = &mut self.seal {
+            seal.keep_tail = true;
+        }
     }
 
     /// Takes out the sealing work, for the caller to run once the round that makes this

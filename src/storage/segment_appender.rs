@@ -191,6 +191,15 @@ impl SegmentAppender {
         }
     }
 
+    /// How far the file is known to be durably written, zeros or data, when the growth
+    /// is [`FileGrowth::ZeroFill`] (the only growth that tracks it); `None` otherwise.
+    pub fn durably_written_end(&self) -> Option<u64> {
+        match self.growth {
+            FileGrowth::ZeroFill { .. } => Some(self.zeroed_end.get()),
+            FileGrowth::Append | FileGrowth::Fallocate { .. } => None,
+        }
+    }
+
     /// The file being appended to.
     pub fn file(&self) -> &Rc<DmaFile> {
         &self.file

@@ -3,12 +3,18 @@
 
 use std::rc::Rc;
 
-use super::{durable::Wait, PartitionLog};
+use super::{
+    clean_close::{self, CleanClose},
+    durable::Wait,
+    PartitionLog,
+};
 use crate::storage::{Result, StorageError};
 
 impl PartitionLog {
     /// Makes everything appended durable, seals the active segment (see
-    /// [`crate::storage::segment::Seal`]) and closes the log. Later calls on any clone fail with `Closed`.
+    /// [`crate::storage::segment::Seal`]) without cutting its file, records where its
+    /// data ends for the next open (see [`clean_close`]) and closes the log. Later
+    /// calls on any clone fail with `Closed`.
     /// A fenced log is closed without flushing, successfully: its failed appends were
     /// already told so.
     pub async fn close(&self) -> Result<()> {
@@ -28,14 +34,18 @@ impl PartitionLog {
             st.closed = true;
             match (&flushed, &st.fenced) {
                 (Ok(()), None) => st.segments.back_mut().and_then(|active| {
+                    let (base, written_end) = (active.base(), active.written_end());
                     active.start_sealing();
-                    active.begin_flush()
+                    active
+                        .begin_flush()
+                        .map(|(flush, _)| (flush, base, written_end))
                 }),
                 _ => None,
             }
         };
-        if let Some((flush, _)) = finish {
+        if let Some((mut flush, base, written_end)) = finish {
             let (size, names) = (flush.size(), flush.names());
+            flush.keep_log_tail();
             flush.run(true).await?;
             if names {
                 self.sync_dir().await?;
@@ -43,6 +53,12 @@ impl PartitionLog {
             if let Some(active) = shared.state.borrow_mut().segments.back_mut() {
                 active.complete_flush(size, true, names);
             }
+            let record = CleanClose {
+                base,
+                size,
+                written_end: written_end.unwrap_or(0),
+            };
+            clean_close::record(&shared.dir, record).await?;
         }
         shared.env.cache.remove_log(shared.env.id);
         shared.env.pool.forget(&shared.dir);

@@ -44,6 +44,7 @@ use super::{
     Offset, Result, StorageError,
 };
 
+mod clean_close;
 mod close;
 mod compaction;
 #[cfg(test)]
@@ -201,6 +202,9 @@ impl PartitionLog {
         config.validate()?;
         let now = env.clock.now_ms();
         let bases = list_segments(dir).await?;
+        // Read and removed (durably) before anything else: see `clean_close`.
+        let clean = clean_close::take(dir).await?;
+        let clean = clean.filter(|c| bases.last() == Some(&c.base));
         env.pool.adopt(dir).await?;
         let mut segments: VecDeque<Segment> = VecDeque::new();
         let mut reports = Vec::new();
@@ -216,7 +220,8 @@ impl PartitionLog {
                 doomed.extend(bases[i..].iter().copied());
                 break;
             }
-            let (segment, report) = Segment::open(dir, *base, &config, now).await?;
+            let clean_end = clean.filter(|c| c.base == *base).map(|c| c.size);
+            let (segment, report) = Segment::open(dir, *base, &config, now, clean_end).await?;
             env.metrics.recovered_segments.inc();
             env.metrics.truncated_bytes.inc_by(report.truncated_bytes);
             reports.push(report);
@@ -230,6 +235,10 @@ impl PartitionLog {
         match segments.back_mut() {
             Some(active) => {
                 active.activate(&config, &env.zero_fill).await?;
+                let kept = reports.last().map_or(0, |r| r.kept_tail_bytes);
+                if let Some(c) = clean.filter(|c| kept > 0 && c.base == active.base()) {
+                    active.assume_written(c.written_end.min(active.size() + kept));
+                }
                 active.sync_log().await?;
                 sync_dir(&dir_handle, dir).await?;
             }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use weir_client::record_batch::build_batch;
 
-use super::*;
+use super::{clean_close, *};
 use crate::{
     metrics::StorageMetrics,
     storage::{
@@ -381,6 +381,123 @@ fn stop_a_recycle(step: &'static str, crash_at_once: bool) {
             from(&all, log.log_start_offset().0),
             "{step}"
         );
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+/// The active segment's log file: its path, its data's length and the file's length.
+fn active_file(log: &PartitionLog) -> (std::path::PathBuf, u64, u64) {
+    let st = log.shared.state.borrow();
+    let active = st.segments.back().expect("active segment");
+    let path = active.paths.log.clone();
+    let len = std::fs::metadata(&path).expect("active log").len();
+    (path, active.size(), len)
+}
+
+#[test]
+fn a_clean_close_keeps_the_active_file_whole_and_a_crash_still_cuts_it() {
+    let dir = test_dir();
+    let root = dir.path().to_path_buf();
+    let marker = root.join("t-0").join(clean_close::CLEAN_CLOSE_FILE);
+    let (written, path, len) = run({
+        let (root, marker) = (root.clone(), marker.clone());
+        async move {
+            let storage = start(&root, StorageMetrics::default()).await;
+            let log = open(&storage, &root, "t").await;
+            let mut written = write(&log, 1, 120).await;
+            let (path, size, len) = active_file(&log);
+            assert!(
+                len > size + 4096,
+                "stale bytes past the data: {size} of {len}"
+            );
+            log.close().await.expect("close");
+            assert_eq!(std::fs::metadata(&path).expect("log").len(), len, "not cut");
+            assert!(marker.exists(), "the close is recorded");
+
+            let (log, reports) = storage
+                .open_log(&root.join("t-0"), config())
+                .await
+                .expect("reopen");
+            assert!(!marker.exists(), "the record is taken at the open");
+            let report = reports.last().expect("report");
+            assert_eq!(report.kept_tail_bytes, len - size, "{report:?}");
+            assert_eq!((report.truncated_bytes, report.padding_bytes), (0, 0));
+            assert_eq!(std::fs::metadata(&path).expect("log").len(), len);
+            let known = log
+                .shared
+                .state
+                .borrow()
+                .segments
+                .back()
+                .and_then(|s| s.written_end());
+            assert_eq!(
+                known,
+                Some(len & !4095),
+                "appends overwrite the kept bytes in place, with no zero-fill below them"
+            );
+            assert_eq!(
+                read_all(&log).await,
+                from(&written, log.log_start_offset().0)
+            );
+            // One more batch lands on the kept bytes; then a crash (dropped unclosed).
+            written.extend(write(&log, 2, 1).await);
+            (written, path, len)
+        }
+    });
+    run(async move {
+        assert!(!marker.exists());
+        let storage = start(&root, StorageMetrics::default()).await;
+        let (log, reports) = storage
+            .open_log(&root.join("t-0"), config())
+            .await
+            .expect("recover");
+        let report = reports.last().expect("report");
+        assert_eq!(report.kept_tail_bytes, 0, "{report:?}");
+        let (active, size, now) = active_file(&log);
+        if active == path {
+            assert!(now < len, "cut after the crash: {now} of {len}");
+            assert_eq!(now, size);
+        }
+        assert_eq!(
+            read_all(&log).await,
+            from(&written, log.log_start_offset().0)
+        );
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+#[test]
+fn a_clean_close_record_that_recovery_does_not_confirm_is_not_trusted() {
+    let dir = test_dir();
+    run(async move {
+        let root = dir.path();
+        let storage = start(root, StorageMetrics::default()).await;
+        let log = open(&storage, root, "t").await;
+        let written = write(&log, 1, 120).await;
+        let (path, size, len) = active_file(&log);
+        log.close().await.expect("close");
+        // The last batch is damaged after the close: recovery ends the log before it,
+        // not where the record says, so the tail is cut as after a crash.
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes[size as usize - 1] ^= 0xff;
+        std::fs::write(&path, &bytes).expect("damage");
+        let (log, reports) = storage
+            .open_log(&root.join("t-0"), config())
+            .await
+            .expect("reopen");
+        let report = reports.last().expect("report");
+        assert_eq!(report.kept_tail_bytes, 0, "{report:?}");
+        assert!(report.truncated_bytes > 0, "{report:?}");
+        let (_, _, now) = active_file(&log);
+        assert!(now < size && now < len, "cut: {now}");
+        let last = *written.keys().last().expect("written");
+        let start = log.log_start_offset().0;
+        assert_eq!(log.high_watermark().0, last, "all but the damaged batch");
+        let mut expect = from(&written, start);
+        expect.remove(&last);
+        assert_eq!(read_all(&log).await, expect);
         log.close().await.expect("close");
         storage.shutdown().await;
     });
