@@ -27,6 +27,13 @@
 //!   it, a zero interval had the lower p99 at 10%, 50% and 100% of the maximum and at
 //!   200 partitions).
 //!
+//! Not steered: how long an idle shard polls before sleeping. glommio 0.9 reads
+//! `spin_before_park` once when its executor starts running, and a spinning task cannot
+//! stand in for it — an always-ready task queue keeps the executor in its run-queue loop
+//! until the preempt timer fires, so io_uring completions would wait for the timer.
+//! Polling stays a setting (`--spin-before-park`; README "Adaptive group commit" has
+//! what it buys).
+//!
 //! Bounds: the interval stays within `[0, target / 2]`. Durability is never traded: the
 //! controller only moves *when* a round starts; every acknowledgement still waits for its
 //! round's writes and fdatasync (the scheduler's code path is the same as with a fixed
