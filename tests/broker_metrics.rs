@@ -14,7 +14,7 @@ use std::{
 };
 
 use common::{
-    broker::{free_port, Broker},
+    broker::{free_port, http_exchange, Broker},
     interop::{python, script},
     kafka_client::{call, closed, connect, create, fetch, name, produce, produce_unacknowledged},
     run_with_input, scratch_dir,
@@ -30,15 +30,8 @@ use weir_client::record_batch::build_batch;
 
 /// One HTTP exchange: the raw request, then everything the server sends until it closes.
 fn exchange(port: u16, request: &[u8]) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to metrics");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    s.write_all(request).expect("send");
-    // The request is all there is: a partial one then reads as the end of the stream.
-    let _ = s.shutdown(std::net::Shutdown::Write);
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).into_owned()
+    http_exchange(("127.0.0.1", port), request, Duration::from_secs(10))
+        .expect("exchange with the metrics endpoint")
 }
 
 /// Status line and body of a GET.

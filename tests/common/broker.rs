@@ -30,6 +30,25 @@ pub fn answers_api_versions(addr: SocketAddr) -> bool {
         && header[4..8] == [0, 0, 0, 1]
 }
 
+/// One HTTP exchange with the server at `addr` (the broker's metrics endpoint): sends
+/// `request` as it is, closes the sending side (the request is all there is, so a
+/// partial one reads as the end of the stream), and returns everything the server sends
+/// until it closes, or until `timeout` passes without a byte.
+pub fn http_exchange(
+    addr: impl std::net::ToSocketAddrs,
+    request: &[u8],
+    timeout: Duration,
+) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.write_all(request)?;
+    let _ = s.shutdown(std::net::Shutdown::Write);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
 /// A running broker process.
 pub struct Broker {
     child: Option<Child>,

@@ -3,8 +3,6 @@
 //! interval in force — what it did in a second where the broker fell behind.
 
 use std::{
-    io::{Read, Write},
-    net::TcpStream,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc,
@@ -12,6 +10,8 @@ use std::{
     thread::JoinHandle,
     time::{Duration, Instant},
 };
+
+use crate::common::broker::http_exchange;
 
 const SERIES: [&str; 5] = [
     "weir_flush_rounds_total",
@@ -29,15 +29,8 @@ pub struct CommitSampler {
 
 /// The sum over shards of each of [`SERIES`] in the exposition at `addr`.
 fn sample(addr: &str) -> Option<[f64; 5]> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: soak\r\n\r\n")
-        .ok()?;
-    // The request is all there is: the server answers and closes.
-    s.shutdown(std::net::Shutdown::Write).ok()?;
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw);
+    let request = b"GET /metrics HTTP/1.1\r\nHost: soak\r\n\r\n";
+    let text = http_exchange(addr, request, Duration::from_secs(2)).ok()?;
     let mut sums = [0.0; 5];
     for line in text.lines() {
         let name = line.split(['{', ' ']).next().unwrap_or_default();
