@@ -7,7 +7,9 @@
 //!    every batch's header, length, CRC-32C and that its base offset continues the
 //!    previous batch's offsets densely;
 //! 3. truncates the log at the first batch that fails (torn, zeroed, corrupt), so what
-//!    remains is a prefix of what was written, never a half-kept batch;
+//!    remains is a prefix of what was written, never a half-kept batch — except where a
+//!    clean close recorded that the data ends there (`partition_log::clean_close`): the
+//!    bytes past it then stay, for appends to overwrite;
 //! 4. rewrites the index files when they differ from the replayed indexes.
 //!
 //! A batch that was acknowledged as durable was fsynced whole, so it passes every check

@@ -4,8 +4,8 @@
 //! file is usually a recycled one, or has zero-fill ahead of its data: cutting it freed
 //! blocks (a trim on a discard-mounted disk) which the reopened segment then zero-filled
 //! again — measured before this, with 256 MiB segments, a restart of a broker at
-//! 200,000 msgs/s cut ~175 MB per partition at the stop and wrote 0.7 GB of zeros in
-//! its first 10 s.
+//! 200,000 msgs/s cut ~175 MB per partition at the stop and wrote 0.5–0.7 GB of zeros
+//! in its first 10 s (`benches/clean_restart.sh`).
 //!
 //! After a crash recovery must still cut the log after its last intact batch: bytes past
 //! it may be the log's own writes that were never acknowledged, and appends at the same
