@@ -21,6 +21,18 @@ make_pki() {
     -CAcreateserial -out "$pki/server.pem" -days 2 -extfile "$pki/ext" 2> /dev/null
 }
 
+# wait_for_broker HOST PORT [TRIES]: waits until HOST:PORT accepts connections, trying
+# every 0.1 s (100 tries by default); exits the script when it never does.
+wait_for_broker() {
+  local host=$1 port=$2 tries=${3:-100}
+  for _ in $(seq 1 "$tries"); do
+    "$py" -c "import socket; socket.create_connection(('$host', $port), 0.2)" 2>/dev/null && return
+    sleep 0.1
+  done
+  echo "broker did not start on $host:$port" >&2
+  exit 1
+}
+
 # start_broker PORT [extra serve flags...]: sets $broker_pid and $broker_data.
 start_broker() {
   local port=$1
@@ -29,12 +41,7 @@ start_broker() {
   "${weir:-target/release/weir}" serve --listen 127.0.0.1:"$port" --shards 1 --cores 1 \
     --data-dir "$broker_data" --log-level warn "$@" &
   broker_pid=$!
-  for _ in $(seq 1 100); do
-    "$py" -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null && return
-    sleep 0.1
-  done
-  echo "broker did not start on port $port" >&2
-  exit 1
+  wait_for_broker 127.0.0.1 "$port"
 }
 
 # stop_broker: clean stop, then removes the data directory.
@@ -61,9 +68,6 @@ start_cluster() {
     pids+=($!)
   done
   for i in 1 2 3; do
-    for _ in $(seq 1 300); do
-      "$py" -c "import socket; socket.create_connection(('127.0.0.$i', $port), 0.2)" 2>/dev/null && break
-      sleep 0.1
-    done
+    wait_for_broker "127.0.0.$i" "$port" 300
   done
 }

@@ -33,12 +33,7 @@ serve() {
     --log-level warn --segment-bytes 268435456 --retention-bytes 1073741824 \
     --metrics-listen "$metrics" &
   pid=$!
-  for _ in $(seq 1 100); do
-    "$py" -c "import socket; socket.create_connection(('127.0.0.1', 29092), 0.2)" 2> /dev/null && return
-    sleep 0.1
-  done
-  echo "broker did not start" >&2
-  exit 1
+  wait_for_broker 127.0.0.1 29092
 }
 produce() {
   "$lg" produce --bootstrap 127.0.0.1:29092 --cores 0 --message-size 1024 --acks all \

@@ -36,12 +36,7 @@ serve() {  # serve [extra flags]: one shard with its log in $log
     --data-dir "$broker_data" --segment-bytes 67108864 \
     --metrics-listen off --log-level info "$@" > "$log" 2>&1 &
   broker_pid=$!
-  for _ in $(seq 1 100); do
-    "$py" -c "import socket; socket.create_connection(('127.0.0.1', $PORT), 0.2)" 2>/dev/null && return
-    sleep 0.1
-  done
-  echo "broker did not start" >&2
-  exit 1
+  wait_for_broker 127.0.0.1 "$PORT"
 }
 lg() {  # lg TOPIC [extra loadgen flags...]: prints summary.json; KEEP=DIR keeps the run there
   local topic=$1 out

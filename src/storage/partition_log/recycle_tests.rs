@@ -112,6 +112,13 @@ fn from(written: &BTreeMap<u64, Vec<u8>>, start: u64) -> BTreeMap<u64, Vec<u8>> 
         .collect()
 }
 
+/// Asserts that the log reads back exactly the entries of `written` from its start
+/// offset on; `context` names the case on failure.
+async fn assert_holds(log: &PartitionLog, written: &BTreeMap<u64, Vec<u8>>, context: &str) {
+    let expected = from(written, log.log_start_offset().0);
+    assert_eq!(read_all(log).await, expected, "{context}");
+}
+
 #[test]
 fn deleted_segments_are_reused_and_a_crash_reads_no_stale_byte() {
     let dir = test_dir();
@@ -165,7 +172,7 @@ fn deleted_segments_are_reused_and_a_crash_reads_no_stale_byte() {
         let log = open(&storage, &root, "t").await;
         let mut all = written;
         all.extend(more);
-        assert_eq!(read_all(&log).await, from(&all, log.log_start_offset().0));
+        assert_holds(&log, &all, "a clean reopen after the recovery").await;
         log.close().await.expect("close");
         storage.shutdown().await;
     });
@@ -299,10 +306,7 @@ fn retired_index_files_are_zeroed_and_reused() {
                 );
             }
         }
-        assert_eq!(
-            read_all(&log).await,
-            from(&written, log.log_start_offset().0)
-        );
+        assert_holds(&log, &written, "a clean reopen with recycled index files").await;
         log.close().await.expect("close");
         storage.shutdown().await;
     });
@@ -347,11 +351,7 @@ fn stop_a_recycle(step: &'static str, crash_at_once: bool) {
                 }
             }
             assert!(failpoint::check(step).is_none(), "{step} was reached");
-            assert_eq!(
-                read_all(&log).await,
-                from(&written, log.log_start_offset().0),
-                "{step}"
-            );
+            assert_holds(&log, &written, step).await;
             written
         }
     });
@@ -364,11 +364,7 @@ fn stop_a_recycle(step: &'static str, crash_at_once: bool) {
             end,
             "{step}: every durable batch is back"
         );
-        assert_eq!(
-            read_all(&log).await,
-            from(&written, log.log_start_offset().0),
-            "{step}"
-        );
+        assert_holds(&log, &written, step).await;
         log.enforce_retention().await.expect("retention finishes");
         // Appends continue over whatever the pool kept, and a clean reopen agrees.
         let more = write(&log, 7, 30).await;
@@ -376,11 +372,7 @@ fn stop_a_recycle(step: &'static str, crash_at_once: bool) {
         let log = open(&storage, &root, "t").await;
         let mut all = written;
         all.extend(more);
-        assert_eq!(
-            read_all(&log).await,
-            from(&all, log.log_start_offset().0),
-            "{step}"
-        );
+        assert_holds(&log, &all, step).await;
         log.close().await.expect("close");
         storage.shutdown().await;
     });
@@ -436,10 +428,7 @@ fn a_clean_close_keeps_the_active_file_whole_and_a_crash_still_cuts_it() {
                 Some(len & !4095),
                 "appends overwrite the kept bytes in place, with no zero-fill below them"
             );
-            assert_eq!(
-                read_all(&log).await,
-                from(&written, log.log_start_offset().0)
-            );
+            assert_holds(&log, &written, "the reopen after a clean close").await;
             // One more batch lands on the kept bytes; then a crash (dropped unclosed).
             written.extend(write(&log, 2, 1).await);
             (written, path, len)
@@ -459,10 +448,7 @@ fn a_clean_close_keeps_the_active_file_whole_and_a_crash_still_cuts_it() {
             assert!(now < len, "cut after the crash: {now} of {len}");
             assert_eq!(now, size);
         }
-        assert_eq!(
-            read_all(&log).await,
-            from(&written, log.log_start_offset().0)
-        );
+        assert_holds(&log, &written, "the recovery after the crash").await;
         log.close().await.expect("close");
         storage.shutdown().await;
     });
