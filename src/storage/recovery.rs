@@ -255,6 +255,16 @@ async fn zero_tail(file: &DmaFile, path: &Path, from: u64, file_len: u64) -> Res
     Ok(rest.is_some_and(|b| b.iter().all(|&x| x == 0)))
 }
 
+/// Where a clean close left a segment (see `partition_log::clean_close`): the length of
+/// its data and of its log file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanEnd {
+    /// Where its last batch ends.
+    pub data: u64,
+    /// The log file's length, data and the tail past it.
+    pub file: u64,
+}
+
 /// A segment as recovery left it.
 pub struct Recovered {
     /// Its indexes, replayed from the log.
@@ -270,15 +280,16 @@ pub struct Recovered {
 /// Recovers the segment with base offset `base` whose log is open as `log_file`, as the
 /// module docs describe: the log is truncated (and fdatasynced) after its last intact
 /// batch and the index files rewritten when they differ from the replayed indexes.
-/// `clean_end` is where a clean close recorded the segment's data to end: when the
-/// replay ends exactly there, the bytes past it are not the log's (see
-/// `partition_log::clean_close`) and stay, for appends to overwrite.
+/// `clean_end` is where a clean close left the segment: when the file still has the
+/// length it had then and the replay ends exactly where the data did, the bytes past it
+/// are not the log's (see `partition_log::clean_close`) and stay, for appends to
+/// overwrite.
 pub async fn recover(
     log_file: &Rc<DmaFile>,
     paths: &SegmentPaths,
     base: Offset,
     config: &LogConfig,
-    clean_end: Option<u64>,
+    clean_end: Option<CleanEnd>,
 ) -> Result<Recovered> {
     let file_len = log_file
         .file_size()
@@ -323,7 +334,11 @@ pub async fn recover(
         .await?;
     }
     report.batches_replayed = r.batches;
-    let kept = clean_end == Some(r.valid_end);
+    let kept = clean_end
+        == Some(CleanEnd {
+            data: r.valid_end,
+            file: file_len,
+        });
     if !kept && !r.padding {
         r.padding = zero_tail(log_file, &paths.log, r.valid_end, file_len).await?;
     }

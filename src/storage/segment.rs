@@ -173,7 +173,7 @@ fn index_due(index: &SegmentAppender) -> bool {
 impl Segment {
     /// Opens the segment with base offset `base` in `dir`, recovering what a crash left
     /// behind (see [`recovery`]): the log is cut after its last intact batch — unless
-    /// that is `clean_end`, where a clean close said its data ends — and the indexes
+    /// the segment is as a clean close left it (`clean_end`) — and the indexes
     /// rebuilt from it when they disagree. It opens sealed; [`Segment::activate`]
     /// reopens it for appends.
     pub async fn open(
@@ -181,7 +181,7 @@ impl Segment {
         base: Offset,
         config: &LogConfig,
         now_ms: i64,
-        clean_end: Option<u64>,
+        clean_end: Option<recovery::CleanEnd>,
     ) -> Result<(Segment, RecoveryReport)> {
         let paths = SegmentPaths::new(dir, base);
         let log_file = open_dma(&paths.log).await?;

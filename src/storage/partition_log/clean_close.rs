@@ -12,13 +12,19 @@
 //! offsets could line up with them and bring them back at a later recovery. Past a clean
 //! close there are none — every append was made durable first — so the close records
 //! [`CleanClose`] in the partition directory, and the next open keeps the tail only when
-//! recovery ends that segment exactly where the record says. The record is removed
+//! the segment's file still has the recorded length and recovery ends its data exactly
+//! where the record says (a record that outlived a downgrade, whose build cut or grew
+//! the file, is not trusted). The record is removed
 //! durably (unlinked, the directory fsynced) as the open reads it, before recovery and
 //! long before an append: a crash after the open finds no record and cuts as always.
 
 use std::path::Path;
 
-use crate::storage::{segment_files::remove_if_present, Offset, Result, StorageError};
+use crate::storage::{
+    recovery::CleanEnd,
+    segment_files::{remove_if_present, SegmentPaths},
+    Offset, Result, StorageError,
+};
 
 /// The record's file name in a partition directory.
 pub const CLEAN_CLOSE_FILE: &str = "clean-close";
@@ -31,8 +37,8 @@ const VERSION: &str = "v1";
 pub struct CleanClose {
     /// Base offset of the segment that was active.
     pub base: Offset,
-    /// Its log's length in bytes: where its last batch ends.
-    pub size: u64,
+    /// Where its data and its log file ended.
+    pub end: CleanEnd,
     /// How far its file was durably written (data, zeros or a recycled file's stale
     /// bytes): appends below it overwrite allocated blocks in place.
     pub written_end: u64,
@@ -41,8 +47,8 @@ pub struct CleanClose {
 impl CleanClose {
     fn encode(&self) -> String {
         format!(
-            "{VERSION} {} {} {}\n",
-            self.base.0, self.size, self.written_end
+            "{VERSION} {} {} {} {}\n",
+            self.base.0, self.end.data, self.end.file, self.written_end
         )
     }
 
@@ -57,19 +63,33 @@ impl CleanClose {
         let mut number = || words.next()?.parse::<u64>().ok();
         let record = CleanClose {
             base: Offset(number()?),
-            size: number()?,
+            end: CleanEnd {
+                data: number()?,
+                file: number()?,
+            },
             written_end: number()?,
         };
         words.next().is_none().then_some(record)
     }
 }
 
-/// Records `record` in `dir` durably: the file is written and fdatasynced, and the
-/// directory fsynced. Call once the log's last appends and its seal are durable.
-pub async fn record(dir: &Path, record: CleanClose) -> Result<()> {
+/// Records in `dir` durably that the log's active segment, with base offset `base`,
+/// holds `size` bytes of data and its file is durably written to `written_end` (the
+/// record also takes the file's length): the record is written and fdatasynced, and
+/// the directory fsynced. Call once the log's last appends and its seal are durable.
+pub async fn record(dir: &Path, base: Offset, size: u64, written_end: u64) -> Result<()> {
     let dir = dir.to_path_buf();
     glommio::executor()
         .spawn_blocking(move || {
+            let log = SegmentPaths::new(&dir, base).log;
+            let file = std::fs::metadata(&log)
+                .map_err(|e| StorageError::io("stat", &log, e))?
+                .len();
+            let record = CleanClose {
+                base,
+                end: CleanEnd { data: size, file },
+                written_end,
+            };
             let path = dir.join(CLEAN_CLOSE_FILE);
             let write = || -> std::io::Result<()> {
                 use std::io::Write;
@@ -117,7 +137,10 @@ mod tests {
     fn a_record_reads_back_only_whole() {
         let r = CleanClose {
             base: Offset(1 << 40),
-            size: 123_456,
+            end: CleanEnd {
+                data: 123_456,
+                file: 270_548_992,
+            },
             written_end: 268_435_456,
         };
         let text = r.encode();
@@ -125,9 +148,9 @@ mod tests {
         for cut in 0..text.len() {
             assert_eq!(CleanClose::decode(&text[..cut]), None, "torn at {cut}");
         }
-        assert_eq!(CleanClose::decode("v1 1 2 3 4\n"), None);
-        assert_eq!(CleanClose::decode("v2 1 2 3\n"), None);
-        assert_eq!(CleanClose::decode("v1 1 -2 3\n"), None);
+        assert_eq!(CleanClose::decode("v1 1 2 3 4 5\n"), None);
+        assert_eq!(CleanClose::decode("v2 1 2 3 4\n"), None);
+        assert_eq!(CleanClose::decode("v1 1 -2 3 4\n"), None);
     }
 
     #[test]
@@ -136,12 +159,16 @@ mod tests {
         run(async move {
             let d = dir.path();
             assert_eq!(take(d).await.expect("none"), None);
+            std::fs::write(SegmentPaths::new(d, Offset(7)).log, [0u8; 12_288]).expect("log");
+            record(d, Offset(7), 4096, 8192).await.expect("record");
             let r = CleanClose {
                 base: Offset(7),
-                size: 4096,
+                end: CleanEnd {
+                    data: 4096,
+                    file: 12_288,
+                },
                 written_end: 8192,
             };
-            record(d, r).await.expect("record");
             assert_eq!(take(d).await.expect("take"), Some(r));
             assert!(!d.join(CLEAN_CLOSE_FILE).exists());
             assert_eq!(take(d).await.expect("taken"), None);

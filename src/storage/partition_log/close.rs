@@ -3,11 +3,7 @@
 
 use std::rc::Rc;
 
-use super::{
-    clean_close::{self, CleanClose},
-    durable::Wait,
-    PartitionLog,
-};
+use super::{clean_close, durable::Wait, PartitionLog};
 use crate::storage::{Result, StorageError};
 
 impl PartitionLog {
@@ -53,15 +49,11 @@ impl PartitionLog {
             if let Some(active) = shared.state.borrow_mut().segments.back_mut() {
                 active.complete_flush(size, true, names);
             }
-            let record = CleanClose {
-                base,
-                size,
-                written_end: written_end.unwrap_or(0),
-            };
             // Without the record the next open recovers as after a crash: cutting the
             // tail costs a trim and a zero-fill, nothing else, so a close does not fail
             // for it. Any record that does reach the disk is true: the log is final.
-            if let Err(e) = clean_close::record(&shared.dir, record).await {
+            let written_end = written_end.unwrap_or(0);
+            if let Err(e) = clean_close::record(&shared.dir, base, size, written_end).await {
                 tracing::warn!(error = %e, "cannot record a clean close; the next open cuts the active segment's tail");
             }
         }

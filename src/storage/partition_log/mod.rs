@@ -220,7 +220,7 @@ impl PartitionLog {
                 doomed.extend(bases[i..].iter().copied());
                 break;
             }
-            let clean_end = clean.filter(|c| c.base == *base).map(|c| c.size);
+            let clean_end = clean.filter(|c| c.base == *base).map(|c| c.end);
             let (segment, report) = Segment::open(dir, *base, &config, now, clean_end).await?;
             env.metrics.recovered_segments.inc();
             env.metrics.truncated_bytes.inc_by(report.truncated_bytes);

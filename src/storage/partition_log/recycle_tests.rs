@@ -488,3 +488,37 @@ fn a_clean_close_record_that_recovery_does_not_confirm_is_not_trusted() {
         storage.shutdown().await;
     });
 }
+
+#[test]
+fn a_clean_close_record_is_not_trusted_once_its_file_changed_length() {
+    let dir = test_dir();
+    run(async move {
+        let root = dir.path();
+        let storage = start(root, StorageMetrics::default()).await;
+        let log = open(&storage, root, "t").await;
+        let written = write(&log, 1, 120).await;
+        let (path, size, len) = active_file(&log);
+        assert!(
+            len > size + 4096,
+            "stale bytes past the data: {size} of {len}"
+        );
+        log.close().await.expect("close");
+        // What another build could leave: the file cut (or grown) since the record.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(len - 4096))
+            .expect("shorten");
+        let (log, reports) = storage
+            .open_log(&root.join("t-0"), config())
+            .await
+            .expect("reopen");
+        let report = reports.last().expect("report");
+        assert_eq!(report.kept_tail_bytes, 0, "{report:?}");
+        let (_, _, now) = active_file(&log);
+        assert_eq!(now, size, "cut at the data, as after a crash");
+        assert_holds(&log, &written, "a reopen that did not trust the record").await;
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
