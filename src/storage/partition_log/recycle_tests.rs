@@ -454,71 +454,49 @@ fn a_clean_close_keeps_the_active_file_whole_and_a_crash_still_cuts_it() {
     });
 }
 
+/// A clean close's record is trusted only for the file it describes: a last batch
+/// damaged since (recovery ends the data before it), or a file cut or grown since (what
+/// another build could leave), and the tail is cut as after a crash.
 #[test]
-fn a_clean_close_record_that_recovery_does_not_confirm_is_not_trusted() {
-    let dir = test_dir();
-    run(async move {
-        let root = dir.path();
-        let storage = start(root, StorageMetrics::default()).await;
-        let log = open(&storage, root, "t").await;
-        let written = write(&log, 1, 120).await;
-        let (path, size, len) = active_file(&log);
-        log.close().await.expect("close");
-        // The last batch is damaged after the close: recovery ends the log before it,
-        // not where the record says, so the tail is cut as after a crash.
-        let mut bytes = std::fs::read(&path).expect("read");
-        bytes[size as usize - 1] ^= 0xff;
-        std::fs::write(&path, &bytes).expect("damage");
-        let (log, reports) = storage
-            .open_log(&root.join("t-0"), config())
-            .await
-            .expect("reopen");
-        let report = reports.last().expect("report");
-        assert_eq!(report.kept_tail_bytes, 0, "{report:?}");
-        assert!(report.truncated_bytes > 0, "{report:?}");
-        let (_, _, now) = active_file(&log);
-        assert!(now < size && now < len, "cut: {now}");
-        let last = *written.keys().last().expect("written");
-        let start = log.log_start_offset().0;
-        assert_eq!(log.high_watermark().0, last, "all but the damaged batch");
-        let mut expect = from(&written, start);
-        expect.remove(&last);
-        assert_eq!(read_all(&log).await, expect);
-        log.close().await.expect("close");
-        storage.shutdown().await;
-    });
-}
-
-#[test]
-fn a_clean_close_record_is_not_trusted_once_its_file_changed_length() {
-    let dir = test_dir();
-    run(async move {
-        let root = dir.path();
-        let storage = start(root, StorageMetrics::default()).await;
-        let log = open(&storage, root, "t").await;
-        let written = write(&log, 1, 120).await;
-        let (path, size, len) = active_file(&log);
-        assert!(
-            len > size + 4096,
-            "stale bytes past the data: {size} of {len}"
-        );
-        log.close().await.expect("close");
-        // What another build could leave: the file cut (or grown) since the record.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_len(len - 4096))
-            .expect("shorten");
-        let (log, reports) = storage
-            .open_log(&root.join("t-0"), config())
-            .await
-            .expect("reopen");
-        let report = reports.last().expect("report");
-        assert_eq!(report.kept_tail_bytes, 0, "{report:?}");
-        let (_, _, now) = active_file(&log);
-        assert_eq!(now, size, "cut at the data, as after a crash");
-        assert_holds(&log, &written, "a reopen that did not trust the record").await;
-        log.close().await.expect("close");
-        storage.shutdown().await;
-    });
+fn a_clean_close_record_is_not_trusted_once_the_file_changed() {
+    for damage_last_batch in [true, false] {
+        let case = if damage_last_batch {
+            "last batch damaged"
+        } else {
+            "file shortened"
+        };
+        let dir = test_dir();
+        run(async move {
+            let root = dir.path();
+            let storage = start(root, StorageMetrics::default()).await;
+            let log = open(&storage, root, "t").await;
+            let mut written = write(&log, 1, 120).await;
+            let (path, size, len) = active_file(&log);
+            assert!(len > size + 4096, "{case}: stale bytes past the data");
+            log.close().await.expect("close");
+            if damage_last_batch {
+                let mut bytes = std::fs::read(&path).expect("read");
+                bytes[size as usize - 1] ^= 0xff;
+                std::fs::write(&path, &bytes).expect("damage");
+                written.pop_last();
+            } else {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|f| f.set_len(len - 4096))
+                    .expect("shorten");
+            }
+            let (log, reports) = storage
+                .open_log(&root.join("t-0"), config())
+                .await
+                .expect("reopen");
+            let report = reports.last().expect("report");
+            assert_eq!(report.kept_tail_bytes, 0, "{case}: {report:?}");
+            let (_, size, now) = active_file(&log);
+            assert_eq!(now, size, "{case}: cut at the data, as after a crash");
+            assert_holds(&log, &written, case).await;
+            log.close().await.expect("close");
+            storage.shutdown().await;
+        });
+    }
 }
