@@ -235,8 +235,9 @@ impl PartitionLog {
         match segments.back_mut() {
             Some(active) => {
                 active.activate(&config, &env.zero_fill).await?;
+                // Only the segment the record names can have kept its tail.
                 let kept = reports.last().map_or(0, |r| r.kept_tail_bytes);
-                if let Some(c) = clean.filter(|c| kept > 0 && c.base == active.base()) {
+                if let Some(c) = clean.filter(|_| kept > 0) {
                     active.assume_written(c.written_end.min(active.size() + kept));
                 }
                 active.sync_log().await?;

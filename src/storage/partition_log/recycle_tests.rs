@@ -57,6 +57,21 @@ async fn open(storage: &ShardStorage, dir: &Path, topic: &str) -> PartitionLog {
         .0
 }
 
+/// Reopens a log [`open`] made, with what recovery reported for its last (active)
+/// segment.
+async fn open_reporting(
+    storage: &ShardStorage,
+    dir: &Path,
+    topic: &str,
+) -> (PartitionLog, RecoveryReport) {
+    let (log, mut reports) = storage
+        .open_log(&dir.join(format!("{topic}-0")), config())
+        .await
+        .expect("open");
+    let report = reports.pop().expect("a report for the active segment");
+    (log, report)
+}
+
 /// What a stored batch must read back as: everything but its base offset and leader
 /// epoch, which the log assigns.
 fn identity(batch: &[u8]) -> Vec<u8> {
@@ -407,12 +422,8 @@ fn a_clean_close_keeps_the_active_file_whole_and_a_crash_still_cuts_it() {
             assert_eq!(std::fs::metadata(&path).expect("log").len(), len, "not cut");
             assert!(marker.exists(), "the close is recorded");
 
-            let (log, reports) = storage
-                .open_log(&root.join("t-0"), config())
-                .await
-                .expect("reopen");
+            let (log, report) = open_reporting(&storage, &root, "t").await;
             assert!(!marker.exists(), "the record is taken at the open");
-            let report = reports.last().expect("report");
             assert_eq!(report.kept_tail_bytes, len - size, "{report:?}");
             assert_eq!((report.truncated_bytes, report.padding_bytes), (0, 0));
             assert_eq!(std::fs::metadata(&path).expect("log").len(), len);
@@ -437,11 +448,8 @@ fn a_clean_close_keeps_the_active_file_whole_and_a_crash_still_cuts_it() {
     run(async move {
         assert!(!marker.exists());
         let storage = start(&root, StorageMetrics::default()).await;
-        let (log, reports) = storage
-            .open_log(&root.join("t-0"), config())
-            .await
-            .expect("recover");
-        let report = reports.last().expect("report");
+        let (log, report) = open_reporting(&storage, &root, "t").await;
+
         assert_eq!(report.kept_tail_bytes, 0, "{report:?}");
         let (active, size, now) = active_file(&log);
         if active == path {
@@ -486,11 +494,8 @@ fn a_clean_close_record_is_not_trusted_once_the_file_changed() {
                     .and_then(|f| f.set_len(len - 4096))
                     .expect("shorten");
             }
-            let (log, reports) = storage
-                .open_log(&root.join("t-0"), config())
-                .await
-                .expect("reopen");
-            let report = reports.last().expect("report");
+            let (log, report) = open_reporting(&storage, root, "t").await;
+
             assert_eq!(report.kept_tail_bytes, 0, "{case}: {report:?}");
             let (_, size, now) = active_file(&log);
             assert_eq!(now, size, "{case}: cut at the data, as after a crash");
