@@ -24,8 +24,9 @@
 //! `WEIR_SOAK_RATE=N` soaks at N msgs/s instead of a share of the maximum;
 //! `WEIR_SOAK_ARGS="--flag value …"` adds broker flags, `WEIR_SOAK_LOADGEN_ARGS` loadgen
 //! flags (to both the maximum and the soak).
-//! Results, including `soak.svg` (RSS and p99.9 over time), loadgen's histogram logs
-//! the broker's log (slow flush rounds are warnings there) and `commits.csv` (its group
+//! Results, including `soak.svg` (RSS and p99.9 over time), `seconds.csv` (each
+//! second's p99.9, p50 and whether it lies within a second of a device stall), loadgen's
+//! histogram logs, the broker's log (slow flush rounds are warnings there) and `commits.csv` (its group
 //! commit, sampled every second from its metrics), go to `WEIR_SOAK_OUT`
 //! (default `target/soak-runs/<unix time>`); loadgen prints a progress line every second.
 
@@ -347,14 +348,18 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
             second + 1.0 > from && second < to
         })
     };
-    let per_second = |metric: &str| -> (f64, f64, f64) {
-        let series = quantile_series(&series(metric), Duration::from_secs(1), run, 0.999);
+    let one_second =
+        |metric: &str, q: f64| quantile_series(&series(metric), Duration::from_secs(1), run, q);
+    let e2e_seconds = one_second("e2e", 0.999);
+    let produce_seconds = one_second("produce", 0.999);
+    let produce_p50_seconds = one_second("produce", 0.5);
+    let per_second = |series: &[(f64, f64)]| -> (f64, f64, f64) {
         let outside = series
             .iter()
             .filter(|(t, _)| !stalled(*t))
             .map(|(_, v)| *v)
             .fold(0.0, f64::max);
-        let mut p: Vec<f64> = series.into_iter().map(|(_, v)| v).collect();
+        let mut p: Vec<f64> = series.iter().map(|(_, v)| *v).collect();
         p.sort_by(f64::total_cmp);
         (
             p.get(p.len() / 2).copied().unwrap_or(0.0),
@@ -362,15 +367,15 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
             outside,
         )
     };
-    let (e2e_median, e2e_worst, e2e_worst_unstalled) = per_second("e2e");
+    let (e2e_median, e2e_worst, e2e_worst_unstalled) = per_second(&e2e_seconds);
     // Seconds behind the schedule: latency counts from each message's scheduled send,
     // so a median above 50 ms means the producer was tens of ms behind — a backlog,
     // whether the broker or the client's in-flight window held it (see the README).
-    let behind = quantile_series(&series("produce"), Duration::from_secs(1), run, 0.5)
+    let behind = produce_p50_seconds
         .iter()
         .filter(|(_, p50)| *p50 > 50.0)
         .count();
-    let (produce_median, produce_worst, produce_worst_unstalled) = per_second("produce");
+    let (produce_median, produce_worst, produce_worst_unstalled) = per_second(&produce_seconds);
     let produced_bytes = produced * 1024;
     let write_ratio = device_done.map(|d| d.written as f64 / produced_bytes as f64);
     let report = serde_json::json!({
@@ -422,6 +427,27 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
         let _ = writeln!(csv, "{:.0},{b}", t.as_secs_f64());
     }
     std::fs::write(out.join("rss.csv"), csv).expect("write rss.csv");
+    // Each second's latency and whether it lies within a second of a device stall (as
+    // the worst "without device stalls" counts them), for plots that put runs side by
+    // side (`benches/soak_compare.py`).
+    let mut csv =
+        String::from("second,e2e_p999_ms,produce_p999_ms,produce_p50_ms,near_device_stall\n");
+    for ((e2e, produce), p50) in e2e_seconds
+        .iter()
+        .zip(&produce_seconds)
+        .zip(&produce_p50_seconds)
+    {
+        let _ = writeln!(
+            csv,
+            "{:.0},{:.3},{:.3},{:.3},{}",
+            e2e.0,
+            e2e.1,
+            produce.1,
+            p50.1,
+            u8::from(stalled(e2e.0))
+        );
+    }
+    std::fs::write(out.join("seconds.csv"), csv).expect("write seconds.csv");
     // Slow flush rounds are logged by the broker, so a latency spike can be told apart
     // from the disk's.
     std::fs::write(out.join("broker.log"), broker.log()).expect("write broker.log");
