@@ -26,9 +26,10 @@
 //! flags (to both the maximum and the soak).
 //! Results, including `soak.svg` (RSS and p99.9 over time), `seconds.csv` (each
 //! second's p99.9, p50 and whether it lies within a second of a device stall), loadgen's
-//! histogram logs, the broker's log (slow flush rounds are warnings there) and `commits.csv` (its group
-//! commit, sampled every second from its metrics), go to `WEIR_SOAK_OUT`
-//! (default `target/soak-runs/<unix time>`); loadgen prints a progress line every second.
+//! histogram logs, the broker's log (slow flush rounds are warnings there) and
+//! `commits.csv` (its group commit, sampled every second from its metrics), go to
+//! `WEIR_SOAK_OUT` (default `target/soak-runs/<unix time>`); loadgen prints a progress
+//! line every second.
 
 #[path = "soak/commit_sampler.rs"]
 mod commit_sampler;
