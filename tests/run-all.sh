@@ -8,13 +8,16 @@ cd "$(dirname "$0")/.."
 # The disk-full test mounts a small ext4 image through a loop device; the interop tests
 # drive the broker with kcat (librdkafka); the metrics test checks the exposition with
 # promtool (Debian's prometheus package); the network-partition test puts hosts in
-# network namespaces with iproute2's `ip netns`.
+# network namespaces with iproute2's `ip netns`; the JVM interop tests build Kafka's
+# Java client, tools, Streams and Connect with Maven on a JDK 17.
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v mount >/dev/null || need+=(mount)
 command -v kcat >/dev/null || need+=(kcat)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v ip >/dev/null || need+=(iproute2)
+command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null || need+=(maven)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
@@ -26,6 +29,15 @@ if [ ! -x target/pyenv/bin/python ]; then
 fi
 target/pyenv/bin/pip install --quiet --disable-pip-version-check \
   kafka-python==3.0.12 confluent-kafka==2.16.1 prometheus-client==0.21.1
+
+# Kafka's JVM clients and tools at pinned versions (tests/jvm/pom.xml), compiled into
+# target/jvm with Maven's repository under target/m2: the first run downloads them, a
+# second one nothing.
+mvn -B -q -Dmaven.repo.local=target/m2 -f tests/jvm/pom.xml compile
+# The jars resolved are the committed list: a change of a pinned version shows here.
+tr ':' '\n' <target/jvm/classpath.txt | xargs -n1 basename | sort |
+  diff -u tests/jvm/dependencies.txt - ||
+  { echo "tests/jvm resolved other jars than tests/jvm/dependencies.txt lists" >&2; exit 1; }
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings

@@ -13,7 +13,10 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{metadata::topic_config, security::acl::Operation, shard::context::ShardContext};
+use crate::{
+    config::BrokerConfig, metadata::topic_config, security::acl::Operation,
+    shard::context::ShardContext,
+};
 
 use super::{authorize::Access, Call, Handler, Reply};
 
@@ -25,14 +28,16 @@ const BROKER: i8 = 4;
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 /// Kafka's config source for static broker configuration.
 const STATIC_BROKER_CONFIG: i8 = 4;
+/// Kafka's config source for a setting nobody set: the broker's built-in default.
+const DEFAULT_CONFIG: i8 = 5;
 
 fn duration_ms(d: Option<std::time::Duration>) -> String {
     d.map_or("-1".into(), |d| d.as_millis().to_string())
 }
 
 /// The settings that apply to every topic, from the broker's configuration.
-fn topic_settings(ctx: &ShardContext) -> Vec<(&'static str, String)> {
-    let log = &ctx.config.log;
+fn topic_settings(config: &BrokerConfig) -> Vec<(&'static str, String)> {
+    let log = &config.log;
     vec![
         ("cleanup.policy", "delete".into()),
         ("delete.retention.ms", "86400000".into()),
@@ -45,36 +50,30 @@ fn topic_settings(ctx: &ShardContext) -> Vec<(&'static str, String)> {
         ),
         ("segment.bytes", log.segment_bytes.to_string()),
         ("segment.ms", duration_ms(log.segment_age_max)),
-        (
-            "max.message.bytes",
-            ctx.config.message_max_bytes.to_string(),
-        ),
+        ("max.message.bytes", config.message_max_bytes.to_string()),
         ("index.interval.bytes", log.index_interval_bytes.to_string()),
         ("message.timestamp.type", "CreateTime".into()),
         ("min.insync.replicas", "1".into()),
     ]
 }
 
-fn broker_settings(ctx: &ShardContext) -> Vec<(&'static str, String)> {
-    let mut s = topic_settings(ctx);
+fn broker_settings(config: &BrokerConfig) -> Vec<(&'static str, String)> {
+    let mut s = topic_settings(config);
     s.extend([
-        ("num.partitions", ctx.config.default_partitions.to_string()),
+        ("num.partitions", config.default_partitions.to_string()),
         (
             "auto.create.topics.enable",
-            ctx.config.auto_create_topics.to_string(),
+            config.auto_create_topics.to_string(),
         ),
         (
             "socket.request.max.bytes",
-            ctx.config.max_request_bytes.to_string(),
+            config.max_request_bytes.to_string(),
         ),
-        (
-            "message.max.bytes",
-            ctx.config.message_max_bytes.to_string(),
-        ),
-        ("log.dirs", ctx.config.data_dir.display().to_string()),
+        ("message.max.bytes", config.message_max_bytes.to_string()),
+        ("log.dirs", config.data_dir.display().to_string()),
         (
             "log.flush.interval.ms",
-            ctx.config.flush_interval.as_millis().to_string(),
+            config.flush_interval.as_millis().to_string(),
         ),
     ]);
     s
@@ -99,6 +98,9 @@ impl Handler for DescribeConfigs {
         let ctx: &ShardContext = &ctx;
         let mut response = DescribeConfigsResponse::default();
         let access = Access::of(ctx, &call).await;
+        // What each setting would be had nobody set it, to tell Kafka's DEFAULT_CONFIG
+        // from STATIC_BROKER_CONFIG (a setting equal to its default reads as unset).
+        let defaults = BrokerConfig::default();
         for resource in &req.resources {
             let mut result = DescribeConfigsResult::default();
             result.resource_type = resource.resource_type;
@@ -120,14 +122,14 @@ impl Handler for DescribeConfigs {
                         .get(name)
                         .map(|t| t.configs)
                         .unwrap_or_default();
-                    Some(topic_settings(ctx))
+                    Some((topic_settings(&ctx.config), topic_settings(&defaults)))
                 }
                 TOPIC => {
                     result.error_code = ResponseError::UnknownTopicOrPartition.code();
                     None
                 }
                 BROKER if name.is_empty() || name.parse::<i32>().is_ok_and(|b| b == ctx.node) => {
-                    Some(broker_settings(ctx))
+                    Some((broker_settings(&ctx.config), broker_settings(&defaults)))
                 }
                 _ => {
                     result.error_code = ResponseError::InvalidRequest.code();
@@ -139,7 +141,8 @@ impl Handler for DescribeConfigs {
                 }
             };
             let topic = resource.resource_type == TOPIC;
-            for (key, value) in settings.into_iter().flatten() {
+            let (settings, defaults) = settings.unwrap_or_default();
+            for ((key, value), (_, default)) in settings.into_iter().zip(defaults) {
                 let wanted = resource
                     .configuration_keys
                     .as_ref()
@@ -148,14 +151,17 @@ impl Handler for DescribeConfigs {
                     let overridden = overrides.get(key);
                     let mut c = DescribeConfigsResourceResult::default();
                     c.name = StrBytes::from_static_str(key);
-                    c.value = Some(StrBytes::from_string(overridden.cloned().unwrap_or(value)));
-                    // A topic's own settings can be altered; the broker's cannot.
-                    c.read_only = !(topic && topic_config::KEYS.iter().any(|(k, _)| *k == key));
-                    c.config_source = if overridden.is_some() {
+                    let source = if overridden.is_some() {
                         DYNAMIC_TOPIC_CONFIG
+                    } else if value == default {
+                        DEFAULT_CONFIG
                     } else {
                         STATIC_BROKER_CONFIG
                     };
+                    c.value = Some(StrBytes::from_string(overridden.cloned().unwrap_or(value)));
+                    // A topic's own settings can be altered; the broker's cannot.
+                    c.read_only = !(topic && topic_config::KEYS.iter().any(|(k, _)| *k == key));
+                    c.config_source = source;
                     result.configs.push(c);
                 }
             }

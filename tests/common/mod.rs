@@ -5,6 +5,7 @@
 pub mod broker;
 pub mod cluster;
 pub mod interop;
+pub mod jvm;
 pub mod kafka_client;
 pub mod loadgen;
 pub mod loop_mount;
