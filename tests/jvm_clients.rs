@@ -1,6 +1,7 @@
 //! Apache Kafka's own JVM clients against real weir processes: the Java client 4.4
-//! (producer, consumer, AdminClient) and Kafka's command-line tools, from the Maven
-//! project in `tests/jvm`, one JVM per topology.
+//! (producer, consumer, AdminClient), Kafka's command-line tools, Kafka Streams (a word
+//! count) and Kafka Connect (a file through a topic and back), from the Maven project in
+//! `tests/jvm`, one JVM per topology.
 
 #[allow(dead_code)]
 mod common;
@@ -12,10 +13,17 @@ use common::{
 };
 
 /// Every case that needs nothing but a reachable broker.
-const CLIENT_CASES: &[&str] = &["ProducerCases", "ConsumerCases", "AdminCases", "ToolCases"];
+const CLIENT_CASES: &[&str] = &[
+    "ProducerCases",
+    "ConsumerCases",
+    "AdminCases",
+    "ToolCases",
+    "StreamsCases",
+    "ConnectCases",
+];
 
 #[test]
-fn java_client_and_kafka_tools_work_against_one_host() {
+fn java_client_tools_streams_and_connect_work_against_one_host() {
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);
     let bootstrap = broker.bootstrap();
