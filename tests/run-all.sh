@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 # drive the broker with kcat (librdkafka); the metrics test checks the exposition with
 # promtool (Debian's prometheus package); the network-partition test puts hosts in
 # network namespaces with iproute2's `ip netns`; the JVM interop tests build Kafka's
-# Java client, tools, Streams and Connect with Maven on a JDK 17.
+# Java client, tools, Streams and Connect with Maven on a JDK 17, the Go tests franz-go
+# and sarama with Go (its go.mod names the toolchain, which Go fetches if older).
 need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v mount >/dev/null || need+=(mount)
@@ -18,6 +19,7 @@ command -v promtool >/dev/null || need+=(prometheus)
 command -v ip >/dev/null || need+=(iproute2)
 command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || need+=(maven)
+command -v go >/dev/null || need+=(golang-go)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
@@ -38,6 +40,11 @@ mvn -B -q -Dmaven.repo.local=target/m2 -f tests/jvm/pom.xml compile
 tr ':' '\n' <target/jvm/classpath.txt | xargs -n1 basename | sort |
   diff -u tests/jvm/dependencies.txt - ||
   { echo "tests/jvm resolved other jars than tests/jvm/dependencies.txt lists" >&2; exit 1; }
+
+# The Go clients (franz-go, sarama) at the versions tests/go/go.sum pins, with the module
+# cache under target/, compiled once into target/go for tests/go_clients.rs.
+export GOMODCACHE="$PWD/target/gomod" GOCACHE="$PWD/target/gocache" GOFLAGS=-mod=readonly
+(cd tests/go && go vet ./... && go test -c -o ../../target/go/gocompat.test .)
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
