@@ -231,6 +231,13 @@ class ToolCases {
         assertFalse(consumed.out().contains("\"success\":false"), consumed.out());
     }
 
+    private static String[] quorumArgs() {
+        List<String> args = new ArrayList<>(List.of(
+                Tool.withConfig("--command-config", "--bootstrap-server", Weir.bootstrap())));
+        args.addAll(List.of("describe", "--status"));
+        return args.toArray(new String[0]);
+    }
+
     @Test
     void toolsForApisWeirDoesNotImplementSayTheBrokerDoesNotSupportThem() throws Exception {
         String topic = Weir.topic("tool-unsupported", 1);
@@ -239,7 +246,8 @@ class ToolCases {
                 + "\",\"partition\":0,\"replicas\":[0]}]}");
         List<Tool.Run> runs = List.of(
                 tool("org.apache.kafka.tools.LogDirsCommand", "--describe"),
-                tool("org.apache.kafka.tools.MetadataQuorumCommand", "describe", "--status"),
+                // Its options come before its subcommand.
+                Tool.run("org.apache.kafka.tools.MetadataQuorumCommand", quorumArgs()),
                 tool("org.apache.kafka.tools.LeaderElectionCommand", "--election-type", "preferred", "--all-topic-partitions"),
                 tool("org.apache.kafka.tools.reassign.ReassignPartitionsCommand", "--list"));
         for (Tool.Run r : runs) {
