@@ -1,16 +1,22 @@
 //! Apache Kafka's own JVM clients against real weir processes: the Java client 4.4
 //! (producer, consumer, AdminClient), Kafka's command-line tools, Kafka Streams (a word
 //! count) and Kafka Connect (a file through a topic and back), from the Maven project in
-//! `tests/jvm`, one JVM per topology.
+//! `tests/jvm`, one JVM per topology: one host and a 3-host RF 3 cluster, each over
+//! plaintext and over SASL_SSL with ACLs enforced.
 
 #[allow(dead_code)]
 mod common;
 
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
 use common::{
     broker::{free_ports_on, Broker},
-    cluster::Cluster,
+    cluster::{run_weir, Cluster},
     jvm::{run_cases, Target},
-    pki::pki,
+    pki::{pki, Pki},
     scratch_dir,
 };
 
@@ -23,6 +29,88 @@ const CLIENT_CASES: &[&str] = &[
     "StreamsCases",
     "ConnectCases",
 ];
+
+/// The super user the secured runs log in as.
+const ADMIN: &str = "admin:admin-secret";
+
+/// `weir serve`'s flags for SASL (every mechanism) with ACLs enforced and `ADMIN` a
+/// super user.
+fn sasl_flags() -> Vec<String> {
+    [
+        "--sasl-mechanisms",
+        "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
+        "--sasl-user",
+        ADMIN,
+        "--authorizer",
+        "acl",
+        "--super-users",
+        "User:admin",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// What a Java user writes for SASL_SSL with SCRAM, the CA as a PEM trust store, as a
+/// properties file in `dir`.
+fn sasl_ssl_client_config(dir: &Path, pki: &Pki) -> PathBuf {
+    let (user, password) = ADMIN.split_once(':').expect("NAME:PASSWORD");
+    let path = dir.join("client.properties");
+    std::fs::write(
+        &path,
+        format!(
+            "security.protocol=SASL_SSL\n\
+             sasl.mechanism=SCRAM-SHA-512\n\
+             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
+             username=\"{user}\" password=\"{password}\";\n\
+             ssl.truststore.type=PEM\n\
+             ssl.truststore.location={}\n",
+            pki.ca.display()
+        ),
+    )
+    .expect("write client.properties");
+    path
+}
+
+/// Every host's log, for a failure message.
+fn cluster_logs(cluster: &Cluster) -> String {
+    cluster
+        .hosts
+        .iter()
+        .map(|h| format!("host {} log:\n{}", h.id, h.log()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Waits until the cluster places an RF 3 topic, i.e. every host has registered with the
+/// controller (`login` for a cluster that requires SASL).
+fn await_three_live_hosts(cluster: &Cluster, login: Option<&str>) {
+    let bootstrap = cluster.hosts[0].bootstrap();
+    let mut args = vec!["topics", "--bootstrap", &bootstrap];
+    if let Some(user) = login {
+        args.extend(["--sasl-user", user]);
+    }
+    args.extend([
+        "create",
+        "jvm-probe",
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "3",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, out) = run_weir(&args);
+        if ok {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no RF 3 topic after 30 s: {out}\n{}",
+            cluster_logs(cluster)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
 
 #[test]
 fn java_client_tools_streams_and_connect_work_against_one_host() {
@@ -46,7 +134,7 @@ fn java_client_tools_streams_and_connect_work_against_one_host() {
 #[test]
 fn java_client_tools_streams_and_connect_work_against_a_three_host_rf3_cluster() {
     let cluster = Cluster::start(3, 1);
-    cluster.converged_metadata(std::time::Duration::from_secs(30));
+    await_three_live_hosts(&cluster, None);
     let bootstrap = cluster
         .hosts
         .iter()
@@ -63,14 +151,7 @@ fn java_client_tools_streams_and_connect_work_against_a_three_host_rf3_cluster()
         CLIENT_CASES,
         &cluster.dir.path().join("jvm-report.txt"),
         900,
-        || {
-            cluster
-                .hosts
-                .iter()
-                .map(|h| format!("host {} log:\n{}", h.id, h.log()))
-                .collect::<Vec<_>>()
-                .join("\n")
-        },
+        || cluster_logs(&cluster),
     );
 }
 
@@ -81,36 +162,10 @@ fn java_client_tools_streams_connect_and_acls_work_over_sasl_ssl() {
     let tls_port = free_ports_on(&["127.0.0.1"], 2);
     let tls_bootstrap = format!("127.0.0.1:{tls_port}");
     let mut flags = pki.listener_flags(&tls_bootstrap);
-    flags.extend(
-        [
-            "--sasl-mechanisms",
-            "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
-            "--sasl-user",
-            "admin:admin-secret",
-            "--authorizer",
-            "acl",
-            "--super-users",
-            "User:admin",
-        ]
-        .map(String::from),
-    );
+    flags.extend(sasl_flags());
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let broker = Broker::start(&dir.path().join("data"), 2, &flags);
-    // What a Java user writes for SASL_SSL with SCRAM: the CA as a PEM trust store.
-    let client_config = dir.path().join("client.properties");
-    std::fs::write(
-        &client_config,
-        format!(
-            "security.protocol=SASL_SSL\n\
-             sasl.mechanism=SCRAM-SHA-512\n\
-             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
-             username=\"admin\" password=\"admin-secret\";\n\
-             ssl.truststore.type=PEM\n\
-             ssl.truststore.location={}\n",
-            pki.ca.display()
-        ),
-    )
-    .expect("write client.properties");
+    let client_config = sasl_ssl_client_config(dir.path(), &pki);
     let target = Target {
         bootstrap: &tls_bootstrap,
         replication_factor: 1,
@@ -124,5 +179,39 @@ fn java_client_tools_streams_connect_and_acls_work_over_sasl_ssl() {
         &dir.path().join("jvm-report.txt"),
         900,
         || format!("broker log:\n{}", broker.log()),
+    );
+}
+
+#[test]
+fn java_client_tools_streams_connect_and_acls_work_over_sasl_ssl_on_a_three_host_rf3_cluster() {
+    let keys = scratch_dir();
+    let pki = pki(keys.path(), "jvm-cluster");
+    let ips = ["127.0.0.1", "127.0.0.2", "127.0.0.3"];
+    let tls_port = free_ports_on(&ips, 1);
+    let cluster = Cluster::start_configured(3, 1, |id| {
+        let mut flags = pki.listener_flags(&format!("127.0.0.{id}:{tls_port}"));
+        flags.extend(sasl_flags());
+        flags
+    });
+    await_three_live_hosts(&cluster, Some(ADMIN));
+    let bootstrap = ips
+        .iter()
+        .map(|ip| format!("{ip}:{tls_port}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let client_config = sasl_ssl_client_config(keys.path(), &pki);
+    let target = Target {
+        bootstrap: &bootstrap,
+        replication_factor: 3,
+        client_config: Some(&client_config),
+    };
+    let mut cases = CLIENT_CASES.to_vec();
+    cases.push("AclCases");
+    run_cases(
+        &target,
+        &cases,
+        &cluster.dir.path().join("jvm-report.txt"),
+        900,
+        || cluster_logs(&cluster),
     );
 }
