@@ -33,9 +33,11 @@ for run in $(seq 1 "$RUNS"); do
         --bootstrap-server 127.0.0.1:"$PORT" --command-property acks=all 2> /dev/null | tail -1)
       row=$(python3 - "$line" <<'PY'
 import json, re, sys
-n = [float(x) for x in re.findall(r"[\d.]+", sys.argv[1])]
-print(json.dumps({"msgs_per_s": n[1], "mb_per_s": n[2], "p50_ms": n[5], "p99_ms": n[7], "p999_ms": n[8],
-                  "max_ms": n[4]}))
+line = sys.argv[1]
+num = lambda pattern: float(re.search(pattern, line).group(1))
+print(json.dumps({"msgs_per_s": num(r"([\d.]+) records/sec"), "mb_per_s": num(r"\(([\d.]+) MB/sec\)"),
+                  "p50_ms": num(r"([\d.]+) ms 50th"), "p99_ms": num(r"([\d.]+) ms 99th"),
+                  "p999_ms": num(r"([\d.]+) ms 99.9th"), "max_ms": num(r"([\d.]+) ms max latency")}))
 PY
 )
     else
