@@ -40,6 +40,9 @@ mvn -B -q -Dmaven.repo.local=target/m2 -f tests/jvm/pom.xml compile
 tr ':' '\n' <target/jvm/classpath.txt | xargs -n1 basename | sort |
   diff -u tests/jvm/dependencies.txt - ||
   { echo "tests/jvm resolved other jars than tests/jvm/dependencies.txt lists" >&2; exit 1; }
+# Apache Kafka 4.4.0 itself, the benchmarks' reference peer (benches/peers), into the same
+# cache; tests/peer_kafka.rs starts it once so its harness cannot rot.
+bash benches/peers/kafka.sh classpath > /dev/null
 
 # The Go clients (franz-go, sarama) at the versions tests/go/go.sum pins, with the module
 # cache under target/, compiled once into target/go for tests/go_clients.rs.

@@ -24,6 +24,7 @@ pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod describe_user_scram_credentials;
 pub mod error_code;
 pub mod fetch;
@@ -79,6 +80,7 @@ pub const ROUTES: &[Route] = &[
         1,
     ),
     Route::to::<describe_cluster::DescribeCluster>(ApiKey::DescribeCluster, 0, 1),
+    Route::to::<describe_log_dirs::DescribeLogDirs>(ApiKey::DescribeLogDirs, 1, 4),
     Route::to::<find_coordinator::FindCoordinator>(ApiKey::FindCoordinator, 0, 4),
     Route::to::<join_group::JoinGroup>(ApiKey::JoinGroup, 0, 7),
     Route::to::<sync_group::SyncGroup>(ApiKey::SyncGroup, 0, 5),

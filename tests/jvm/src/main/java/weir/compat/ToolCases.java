@@ -231,6 +231,32 @@ class ToolCases {
         assertFalse(consumed.out().contains("\"success\":false"), consumed.out());
     }
 
+    @Test
+    void logDirsCommandListsEveryReplicaWithItsSize() throws Exception {
+        String topic = Weir.topic("tool-logdirs", 2);
+        Records.produce(topic, 2, 100);
+        Tool.Run run = tool("org.apache.kafka.tools.LogDirsCommand", "--describe", "--topic-list", topic).ok();
+        String json = run.lines().stream().filter(l -> l.startsWith("{")).findFirst()
+                .orElseThrow(() -> new AssertionError(run.out()));
+        com.fasterxml.jackson.databind.JsonNode brokers =
+                new com.fasterxml.jackson.databind.ObjectMapper().readTree(json).get("brokers");
+        Map<String, Integer> replicas = new TreeMap<>();
+        long bytes = 0;
+        for (com.fasterxml.jackson.databind.JsonNode broker : brokers) {
+            for (com.fasterxml.jackson.databind.JsonNode dir : broker.get("logDirs")) {
+                assertTrue(dir.get("error").isNull(), json);
+                for (com.fasterxml.jackson.databind.JsonNode p : dir.get("partitions")) {
+                    replicas.merge(p.get("partition").asText(), 1, Integer::sum);
+                    bytes += p.get("size").asLong();
+                    assertEquals(0, p.get("offsetLag").asLong());
+                }
+            }
+        }
+        assertEquals(Map.of(topic + "-0", (int) Weir.rf(), topic + "-1", (int) Weir.rf()), replicas,
+                "each partition once per replica: " + json);
+        assertTrue(bytes >= 100L * Weir.rf() * 4, "the replicas hold the records: " + bytes + " bytes");
+    }
+
     private static String[] quorumArgs() {
         List<String> args = new ArrayList<>(List.of(
                 Tool.withConfig("--command-config", "--bootstrap-server", Weir.bootstrap())));
@@ -245,7 +271,6 @@ class ToolCases {
         Files.writeString(reassign, "{\"version\":1,\"partitions\":[{\"topic\":\"" + topic
                 + "\",\"partition\":0,\"replicas\":[0]}]}");
         List<Tool.Run> runs = List.of(
-                tool("org.apache.kafka.tools.LogDirsCommand", "--describe"),
                 // Its options come before its subcommand.
                 Tool.run("org.apache.kafka.tools.MetadataQuorumCommand", quorumArgs()),
                 tool("org.apache.kafka.tools.LeaderElectionCommand", "--election-type", "preferred", "--all-topic-partitions"),
