@@ -542,3 +542,29 @@ fn a_deleted_topics_series_leave_the_scrape() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn a_second_host_on_a_taken_metrics_port_stops_at_start_naming_the_flag() {
+    let dir = scratch_dir();
+    let metrics = free_port();
+    let listen = format!("127.0.0.1:{metrics}");
+    let _first = Broker::start(&dir.path().join("a"), 1, &["--metrics-listen", &listen]);
+    let port = common::broker::free_ports_on(&["127.0.0.1"], 1);
+    let out = Command::new("timeout")
+        .arg("30")
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--config", common::broker::SHARED_PROFILE])
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--shards", "1"])
+        .args(["--metrics-listen", &listen])
+        .arg("--data-dir")
+        .arg(dir.path().join("b"))
+        .output()
+        .expect("run weir");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the second host started: {stderr}");
+    assert!(
+        stderr.contains(&format!("metrics endpoint {listen}"))
+            && stderr.contains("--metrics-listen"),
+        "the error names the endpoint and the flag:\n{stderr}"
+    );
+}

@@ -556,3 +556,37 @@ fn a_fetch_from_the_wrong_shard_names_the_leader() {
         );
     }
 }
+
+/// A second `weir serve` on a port a running broker holds stops at start (glommio's
+/// own bind set SO_REUSEPORT, and two brokers shared the port, each taking part of the
+/// connections); after the broker stops, another server binds the port at once although
+/// its connections sit in TIME_WAIT (the listener sets SO_REUSEADDR, as Kafka's does).
+#[test]
+fn a_taken_port_stops_a_second_broker_and_a_stopped_one_frees_it_at_once() {
+    let dir = scratch_dir();
+    let mut broker = Broker::start(&dir.path().join("a"), 1, &[]);
+    let mut c = connect(broker.port);
+    call(&mut c, &ApiVersionsRequest::default(), 3);
+    let out = std::process::Command::new("timeout")
+        .arg("60")
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--config", common::broker::SHARED_PROFILE])
+        .args(["--listen", &broker.bootstrap(), "--shards", "1"])
+        .args(["--metrics-listen", "off"])
+        .arg("--data-dir")
+        .arg(dir.path().join("b"))
+        .output()
+        .expect("run weir");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a second broker started on the port");
+    assert!(
+        stderr.contains("Address already in use"),
+        "the refusal says why:\n{stderr}"
+    );
+    call(&mut c, &ApiVersionsRequest::default(), 3);
+    drop(c);
+    broker.stop();
+    // The server side closed first, so its side of the connection is in TIME_WAIT.
+    std::net::TcpListener::bind(("127.0.0.1", broker.port))
+        .expect("another server binds the port of a stopped broker");
+}

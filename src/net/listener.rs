@@ -31,6 +31,46 @@ use super::connection::{self, ConnectionError};
 /// How often the stop watcher looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(20);
 
+/// How long a start waits for its port while the address is in use: a broker killed a
+/// moment ago releases its io_uring-held listening socket asynchronously.
+const BIND_WAIT_MAX: Duration = Duration::from_secs(5);
+
+/// Connections a listener queues before they are accepted.
+const LISTEN_BACKLOG: i32 = 1024;
+
+/// Binds a listening socket as servers on Linux do: with SO_REUSEADDR, so a restart (or
+/// another server) may bind while the last run's connections sit in TIME_WAIT, and
+/// without SO_REUSEPORT, which glommio's own bind sets and which let a second broker
+/// bind the same port and take part of its connections. An address in use is retried
+/// for [`BIND_WAIT_MAX`] and then refused.
+async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let deadline = std::time::Instant::now() + BIND_WAIT_MAX;
+    loop {
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        socket.set_reuse_address(true)?;
+        match socket.bind(&addr.into()) {
+            Ok(()) => {
+                socket.listen(LISTEN_BACKLOG)?;
+                // SAFETY: the descriptor is a bound, listening TCP socket that nothing
+                // else owns; the listener takes it over.
+                return Ok(unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) });
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && std::time::Instant::now() < deadline =>
+            {
+                glommio::timer::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Accepts connections on the plaintext listener and, with `tls`, on the TLS one, until
 /// `stop` is set.
 ///
@@ -46,12 +86,12 @@ pub async fn serve(
     tls: Option<TlsAcceptor>,
 ) -> std::io::Result<()> {
     let plain_addr = shard_addr(ctx.config.listen, ctx.id);
-    let plain = TcpListener::bind(plain_addr).map_err(std::io::Error::from)?;
+    let plain = bind(plain_addr).await?;
     tracing::info!(shard = ctx.id.0, addr = %plain_addr, "listening");
     let secure = match (tls, &ctx.config.tls) {
         (Some(acceptor), Some(config)) => {
             let addr = shard_addr(config.listen, ctx.id);
-            let listener = TcpListener::bind(addr).map_err(std::io::Error::from)?;
+            let listener = bind(addr).await?;
             tracing::info!(shard = ctx.id.0, %addr, "listening (TLS)");
             Some((listener, addr, acceptor))
         }

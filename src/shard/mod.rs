@@ -73,8 +73,9 @@ pub enum BrokerError {
         #[source]
         source: std::io::Error,
     },
-    /// The metrics endpoint could not be bound.
-    #[error("metrics endpoint {addr}: {source}")]
+    /// The metrics endpoint could not be bound (another host on this machine holds the
+    /// default port, say): the message names the flag that picks another.
+    #[error("metrics endpoint {addr}: {source} (give each host its own --metrics-listen HOST:PORT, or off)")]
     Metrics {
         /// The address asked for.
         addr: std::net::SocketAddr,
