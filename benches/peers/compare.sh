@@ -50,9 +50,21 @@ start() {
   wait_for_broker 127.0.0.1 "$PORT" 600
 }
 
+# stop: stops the broker and waits until its ports can be bound again (a weir that
+# exited releases its io_uring-held sockets a little later; the next broker must not
+# find them taken).
 stop() {
   kill -TERM "$pid"
   wait "$pid" || true
+  for _ in $(seq 1 100); do
+    python3 -c "import socket
+for p in ($PORT, $PORT + 1):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', p)); s.close()" \
+      2>/dev/null && return
+    sleep 0.1
+  done
+  echo "port $PORT still taken after the broker stopped" >&2
+  exit 1
 }
 
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
