@@ -71,6 +71,26 @@ fn sasl_ssl_client_config(dir: &Path, pki: &Pki) -> PathBuf {
     path
 }
 
+/// Runs every case and the ACL cases over SASL_SSL at `bootstrap` as `ADMIN`, the client
+/// settings and the report in `dir`.
+fn run_secured_cases(
+    dir: &Path,
+    pki: &Pki,
+    bootstrap: &str,
+    replication_factor: u16,
+    logs: impl FnOnce() -> String,
+) {
+    let client_config = sasl_ssl_client_config(dir, pki);
+    let target = Target {
+        bootstrap,
+        replication_factor,
+        client_config: Some(&client_config),
+    };
+    let mut cases = CLIENT_CASES.to_vec();
+    cases.push("AclCases");
+    run_cases(&target, &cases, &dir.join("jvm-report.txt"), 900, logs);
+}
+
 /// Every host's log, for a failure message.
 fn cluster_logs(cluster: &Cluster) -> String {
     cluster
@@ -165,21 +185,9 @@ fn java_client_tools_streams_connect_and_acls_work_over_sasl_ssl() {
     flags.extend(sasl_flags());
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let broker = Broker::start(&dir.path().join("data"), 2, &flags);
-    let client_config = sasl_ssl_client_config(dir.path(), &pki);
-    let target = Target {
-        bootstrap: &tls_bootstrap,
-        replication_factor: 1,
-        client_config: Some(&client_config),
-    };
-    let mut cases = CLIENT_CASES.to_vec();
-    cases.push("AclCases");
-    run_cases(
-        &target,
-        &cases,
-        &dir.path().join("jvm-report.txt"),
-        900,
-        || format!("broker log:\n{}", broker.log()),
-    );
+    run_secured_cases(dir.path(), &pki, &tls_bootstrap, 1, || {
+        format!("broker log:\n{}", broker.log())
+    });
 }
 
 #[test]
@@ -199,19 +207,5 @@ fn java_client_tools_streams_connect_and_acls_work_over_sasl_ssl_on_a_three_host
         .map(|ip| format!("{ip}:{tls_port}"))
         .collect::<Vec<_>>()
         .join(",");
-    let client_config = sasl_ssl_client_config(keys.path(), &pki);
-    let target = Target {
-        bootstrap: &bootstrap,
-        replication_factor: 3,
-        client_config: Some(&client_config),
-    };
-    let mut cases = CLIENT_CASES.to_vec();
-    cases.push("AclCases");
-    run_cases(
-        &target,
-        &cases,
-        &cluster.dir.path().join("jvm-report.txt"),
-        900,
-        || cluster_logs(&cluster),
-    );
+    run_secured_cases(keys.path(), &pki, &bootstrap, 3, || cluster_logs(&cluster));
 }

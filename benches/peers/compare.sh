@@ -7,6 +7,8 @@
 #
 #   bash benches/peers/compare.sh                 # RUNS=2, DURATION=15s
 #   RUNS=3 DURATION=30s bash benches/peers/compare.sh
+#   RATE=71607 bash benches/peers/compare.sh      # only (3) again, at this rate, beside
+#                                                 # the throughput rows of the last run
 #
 # Workloads (1 KiB records, acks=all, one producer, 64 KiB batches, linger 5 ms, 5
 # requests in flight): (1) one partition, (2) 8 and 100 partitions, at full speed:
@@ -25,14 +27,44 @@ source benches/broker.sh
 cargo build --release --quiet -p loadgen
 bash benches/peers/kafka.sh classpath > /dev/null
 out=target/bench-data/peers
-rm -rf "$out"
-mkdir -p "$out"
 rows="$out/rows.jsonl"
+if [ -z "${RATE:-}" ]; then
+  rm -rf "$out"
+elif [ -f "$rows" ]; then
+  jq -c 'select(.workload != "latency-50")' "$rows" > "$rows.kept"
+  mv "$rows.kept" "$rows"
+fi
+mkdir -p "$out"
 systems=(weir-durable kafka-default weir-write-only kafka-durable)
+
+# ports_free: waits until $PORT and $PORT + 1 can be bound (a weir that exited releases
+# its io_uring-held sockets a little later; the next broker must not find them taken,
+# nor a client find the last broker still answering).
+ports_free() {
+  for _ in $(seq 1 100); do
+    python3 -c "import socket
+for p in ($PORT, $PORT + 1):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', p)); s.close()" \
+      2>/dev/null && return
+    sleep 0.1
+  done
+  echo "port $PORT or $((PORT + 1)) is taken" >&2
+  exit 1
+}
+
+stop() {
+  kill -TERM "$pid"
+  wait "$pid" || true
+  pid=
+  ports_free
+}
+pid=
+trap '[ -z "$pid" ] || { kill -TERM "$pid"; wait "$pid"; } 2>/dev/null || true' EXIT
 
 # start SYSTEM DIR: starts the broker on $PORT; sets $pid (the broker process itself).
 start() {
   local system=$1 dir=$2
+  ports_free
   case $system in
     weir-*)
       local mode=fsync
@@ -48,23 +80,7 @@ start() {
       ;;
   esac
   wait_for_broker 127.0.0.1 "$PORT" 600
-}
-
-# stop: stops the broker and waits until its ports can be bound again (a weir that
-# exited releases its io_uring-held sockets a little later; the next broker must not
-# find them taken).
-stop() {
-  kill -TERM "$pid"
-  wait "$pid" || true
-  for _ in $(seq 1 100); do
-    python3 -c "import socket
-for p in ($PORT, $PORT + 1):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', p)); s.close()" \
-      2>/dev/null && return
-    sleep 0.1
-  done
-  echo "port $PORT still taken after the broker stopped" >&2
-  exit 1
+  kill -0 "$pid" 2>/dev/null || { echo "$system exited at start" >&2; exit 1; }
 }
 
 rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
@@ -83,6 +99,7 @@ row() { echo "$1" >> "$rows"; echo "$1" >&2; }
 
 # Throughput and memory.
 for run in $(seq 1 "$RUNS"); do
+  [ -z "${RATE:-}" ] || break
   for system in "${systems[@]}"; do
     dir=$(mktemp -d -p target/bench-data)
     start "$system" "$dir"
@@ -112,8 +129,8 @@ for run in $(seq 1 "$RUNS"); do
 done
 
 # The fixed rate: half the slower durable system's median 8-partition maximum.
-rate=$(jq -s '[.[] | select(.workload == "throughput-p8" and (.system == "weir-durable" or .system == "kafka-default"))]
-  | group_by(.system) | map(map(.msgs_per_s) | sort | .[(length - 1) / 2 | floor]) | min / 2 | floor' "$rows")
+rate=${RATE:-$(jq -s '[.[] | select(.workload == "throughput-p8" and (.system == "weir-durable" or .system == "kafka-default"))]
+  | group_by(.system) | map(map(.msgs_per_s) | sort | .[(length - 1) / 2 | floor]) | min / 2 | floor' "$rows")}
 echo "fixed rate for latency: $rate msgs/s" >&2
 for run in $(seq 1 "$RUNS"); do
   for system in "${systems[@]}"; do

@@ -118,8 +118,36 @@ async fn create(
 }
 
 /// The offset each partition's log ends at (`latest`) or starts at (`!latest`), asked of
-/// each partition's leader.
+/// each partition's leader. A leader that is not ready yet (Kafka names a new topic's
+/// leaders in metadata a moment before they answer for it) is asked again, every
+/// `ATTEMPT_PAUSE` for up to `ATTEMPTS_MAX` times, as Kafka's clients retry.
 pub async fn offsets(
+    dialer: &Dialer,
+    topology: &Topology,
+    latest: bool,
+    client_id: &'static str,
+) -> Result<BTreeMap<i32, i64>> {
+    let mut attempt = 1;
+    loop {
+        match offsets_once(dialer, topology, latest, client_id).await {
+            Err(ClientError::Kafka { code, .. })
+                if attempt < ATTEMPTS_MAX
+                    && [
+                        ResponseError::NotLeaderOrFollower,
+                        ResponseError::LeaderNotAvailable,
+                        ResponseError::UnknownTopicOrPartition,
+                    ]
+                    .contains(&code) =>
+            {
+                attempt += 1;
+                glommio::timer::sleep(ATTEMPT_PAUSE).await;
+            }
+            result => return result,
+        }
+    }
+}
+
+async fn offsets_once(
     dialer: &Dialer,
     topology: &Topology,
     latest: bool,
