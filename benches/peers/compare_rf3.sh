@@ -14,8 +14,8 @@ RUNS=${RUNS:-2}
 DURATION=${DURATION:-15s}
 PORT=${PORT:-29192}
 CPORT=${CPORT:-29193}
-py=target/pyenv/bin/python
-cargo build --release --quiet -p weir -p loadgen
+source benches/broker.sh
+cargo build --release --quiet -p loadgen
 cp=$(bash benches/peers/kafka.sh classpath)
 out=target/bench-data/peers-rf3
 rm -rf "$out"
@@ -24,15 +24,6 @@ rows="$out/rows.jsonl"
 voters="1@127.0.0.1:$CPORT,2@127.0.0.2:$CPORT,3@127.0.0.3:$CPORT"
 pids=()
 trap 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null || true' EXIT
-
-wait_port() {  # wait_port HOST PORT: until it accepts connections (60 s)
-  for _ in $(seq 1 600); do
-    "$py" -c "import socket; socket.create_connection(('$1', $2), 0.2)" 2>/dev/null && return
-    sleep 0.1
-  done
-  echo "nothing on $1:$2" >&2
-  exit 1
-}
 
 start() {  # start SYSTEM DIR: three hosts; sets pids
   local system=$1 dir=$2 i
@@ -48,7 +39,7 @@ start() {  # start SYSTEM DIR: three hosts; sets pids
     fi
     pids+=($!)
   done
-  for i in 1 2 3; do wait_port "127.0.0.$i" "$PORT"; done
+  for i in 1 2 3; do wait_for_broker "127.0.0.$i" "$PORT" 600; done
 }
 
 stop() {

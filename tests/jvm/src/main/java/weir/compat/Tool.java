@@ -64,8 +64,7 @@ public final class Tool {
 
     /**
      * Runs {@code main} of {@code tool} with {@code args} and {@code input} on standard
-     * input; the security settings file, when the run has one, is added with
-     * {@code configFlag} unless that is null.
+     * input.
      */
     public static synchronized Run runWithInput(String tool, String input, String... args) {
         PrintStream out = System.out;

@@ -265,11 +265,7 @@ class ToolCases {
     }
 
     @Test
-    void toolsForApisWeirDoesNotImplementSayTheBrokerDoesNotSupportThem() throws Exception {
-        String topic = Weir.topic("tool-unsupported", 1);
-        Path reassign = Files.createTempFile("reassign", ".json");
-        Files.writeString(reassign, "{\"version\":1,\"partitions\":[{\"topic\":\"" + topic
-                + "\",\"partition\":0,\"replicas\":[0]}]}");
+    void toolsForApisWeirDoesNotImplementSayTheBrokerDoesNotSupportThem() {
         List<Tool.Run> runs = List.of(
                 // Its options come before its subcommand.
                 Tool.run("org.apache.kafka.tools.MetadataQuorumCommand", quorumArgs()),
@@ -279,6 +275,5 @@ class ToolCases {
             assertNotEquals(0, r.status(), r.out() + r.err());
             assertTrue((r.out() + r.err()).contains("UnsupportedVersionException"), r.out() + r.err());
         }
-        Files.delete(reassign);
     }
 }
