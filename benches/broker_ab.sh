@@ -34,11 +34,13 @@ for run in $(seq 1 "$RUNS"); do
     order="A B"
     if [ $((run % 2)) -eq 0 ]; then order="B A"; fi
     for build in $order; do
-      if [ "$build" = A ]; then weir=$WEIR_A; flags=""; else weir=$WEIR_B; flags=$WEIR_B_FLAGS; fi
+      # Each build has its own port: builds before 1b7876b bound without SO_REUSEADDR,
+      # and their connections' TIME_WAIT keeps the port from a later build for a minute.
+      if [ "$build" = A ]; then weir=$WEIR_A; flags=""; port=$PORT; else weir=$WEIR_B; flags=$WEIR_B_FLAGS; port=$((PORT + 1)); fi
       # shellcheck disable=SC2086
-      start_broker "$PORT" --flush-mode "$mode" $flags
+      start_broker "$port" --flush-mode "$mode" $flags
       out=$(mktemp -d -p target/bench-data)
-      target/release/loadgen produce --bootstrap 127.0.0.1:"$PORT" --topic ab \
+      target/release/loadgen produce --bootstrap 127.0.0.1:"$port" --topic ab \
         --partitions 4 --message-size 1024 --batch-bytes 262144 --duration "${DURATION}s" \
         --warmup 3s --cores 0 --label "$build-$mode-$run" --out "$out" > "$out.log" 2>&1
       stop_broker
