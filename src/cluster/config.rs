@@ -3,8 +3,6 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use weir_client::units::parse_duration;
-
 /// The controller's default port (KRaft's usual controller listener).
 pub const CONTROLLER_PORT: u16 = 9091;
 
@@ -159,122 +157,6 @@ pub const SESSION_TIMEOUT: Duration = Duration::from_secs(3);
 /// (not dead: the session timeout handles those) follower short.
 pub const REPLICA_LAG_TIME_MAX: Duration = Duration::from_secs(10);
 
-/// The cluster flags as given (command line or TOML file).
-#[derive(Debug, Clone, Default)]
-pub struct ClusterFlags {
-    /// `--controller-quorum-voters`
-    pub voters: Option<String>,
-    /// `--controller-listen`
-    pub controller_listen: Option<String>,
-    /// `--process-roles`
-    pub roles: Option<String>,
-    /// `--session-timeout`
-    pub session_timeout: Option<String>,
-    /// `--default-replication-factor`
-    pub default_replication_factor: Option<u32>,
-    /// `--replica-lag-time-max`
-    pub replica_lag_time_max: Option<String>,
-}
-
-/// A refused cluster flag: which one and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlagError {
-    /// The option, as spelled on the command line.
-    pub option: &'static str,
-    /// What is wrong with it.
-    pub reason: String,
-}
-
-fn flag(option: &'static str, reason: impl ToString) -> FlagError {
-    FlagError {
-        option,
-        reason: reason.to_string(),
-    }
-}
-
-/// The cluster settings of host `node_id` listening on `listen`: `None` without a voter
-/// list (the other cluster flags then make no sense and are refused).
-pub fn cluster_from_flags(
-    node_id: u32,
-    listen: SocketAddr,
-    flags: ClusterFlags,
-) -> Result<Option<ClusterConfig>, FlagError> {
-    let Some(voters) = flags.voters else {
-        if flags.controller_listen.is_some()
-            || flags.roles.is_some()
-            || flags.session_timeout.is_some()
-            || flags.replica_lag_time_max.is_some()
-        {
-            return Err(flag(
-                "--controller-quorum-voters",
-                "required with --controller-listen, --process-roles, --session-timeout or --replica-lag-time-max",
-            ));
-        }
-        if flags.default_replication_factor.is_some_and(|f| f != 1) {
-            return Err(flag(
-                "--default-replication-factor",
-                "a single host holds one replica; more need --controller-quorum-voters",
-            ));
-        }
-        return Ok(None);
-    };
-    let voters = parse_voters(&voters).map_err(|e| flag("--controller-quorum-voters", e))?;
-    if voters.is_empty() {
-        return Err(flag("--controller-quorum-voters", "lists no voter"));
-    }
-    let me = voters.iter().find(|v| v.id == node_id);
-    let roles = match flags.roles {
-        Some(r) => parse_roles(&r).map_err(|e| flag("--process-roles", e))?,
-        None => Roles {
-            broker: true,
-            controller: me.is_some(),
-        },
-    };
-    let controller_listen = match flags.controller_listen {
-        Some(l) => l.parse().map_err(|_| {
-            flag(
-                "--controller-listen",
-                format!("{l:?} is not HOST:PORT with a numeric host"),
-            )
-        })?,
-        // Where the other voters were told this one is; else the listen host.
-        None => me.map_or_else(|| SocketAddr::new(listen.ip(), CONTROLLER_PORT), |v| v.addr),
-    };
-    let session_timeout = match flags.session_timeout {
-        Some(t) => parse_duration(&t).map_err(|e| flag("--session-timeout", e))?,
-        None => SESSION_TIMEOUT,
-    };
-    if session_timeout < Duration::from_millis(500) {
-        return Err(flag("--session-timeout", "must be at least 500ms"));
-    }
-    let default_replication_factor = flags.default_replication_factor.unwrap_or(1);
-    if !(1..=16).contains(&default_replication_factor) {
-        return Err(flag(
-            "--default-replication-factor",
-            "must be within 1..=16",
-        ));
-    }
-    let replica_lag_time_max = match flags.replica_lag_time_max {
-        Some(t) => parse_duration(&t).map_err(|e| flag("--replica-lag-time-max", e))?,
-        None => REPLICA_LAG_TIME_MAX,
-    };
-    if replica_lag_time_max < Duration::from_millis(100) {
-        return Err(flag("--replica-lag-time-max", "must be at least 100ms"));
-    }
-    let cluster = ClusterConfig {
-        voters,
-        controller_listen,
-        roles,
-        session_timeout,
-        default_replication_factor: default_replication_factor as usize,
-        replica_lag_time_max,
-    };
-    cluster
-        .validate(node_id)
-        .map_err(|e| flag("--process-roles", e))?;
-    Ok(Some(cluster))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,48 +201,5 @@ mod tests {
             c.validate(1),
             Err(ClusterConfigError::VoterNotController(1))
         );
-    }
-
-    #[test]
-    fn flags_default_from_the_voter_list() {
-        let listen: SocketAddr = "10.0.0.9:9092".parse().expect("addr");
-        let voters = || ClusterFlags {
-            voters: Some("1@10.0.0.1:9091,2@10.0.0.2:9091".into()),
-            ..ClusterFlags::default()
-        };
-        let voter = cluster_from_flags(2, listen, voters())
-            .expect("valid")
-            .expect("cluster");
-        assert!(voter.roles.controller && voter.roles.broker);
-        assert_eq!(
-            voter.controller_listen,
-            "10.0.0.2:9091".parse().expect("addr")
-        );
-        assert_eq!(voter.session_timeout, Duration::from_secs(3));
-        let broker = cluster_from_flags(7, listen, voters())
-            .expect("valid")
-            .expect("cluster");
-        assert!(broker.roles.broker && !broker.roles.controller);
-        assert_eq!(
-            broker.controller_listen,
-            "10.0.0.9:9091".parse().expect("addr")
-        );
-        assert_eq!(
-            cluster_from_flags(7, listen, ClusterFlags::default()),
-            Ok(None)
-        );
-        let alone = ClusterFlags {
-            session_timeout: Some("3s".into()),
-            ..ClusterFlags::default()
-        };
-        assert_eq!(
-            cluster_from_flags(7, listen, alone).map_err(|e| e.option),
-            Err("--controller-quorum-voters")
-        );
-        let short = ClusterFlags {
-            session_timeout: Some("100ms".into()),
-            ..voters()
-        };
-        assert!(cluster_from_flags(7, listen, short).is_err());
     }
 }

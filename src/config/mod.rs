@@ -4,18 +4,23 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use weir_client::units::{parse_cores, parse_duration};
-
 use crate::{
-    cluster::config::{cluster_from_flags, ClusterConfig, ClusterFlags},
+    cluster::config::ClusterConfig,
     net::tls::TlsConfig,
     security::config::{AuthorizerConfig, SaslConfig},
     storage::{segment_pool::RecycleConfig, FlushConfig, FlushMode, LogConfig},
 };
 
-mod overrides;
+mod cluster;
+mod network;
+mod options;
+mod security;
+mod shards;
+mod storage;
+mod values;
 
-pub use overrides::ConfigOverrides;
+pub use options::ServeOptions;
+pub use values::{Cores, LogFormat, OrOff, Span, ValueError};
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +33,9 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The command line could not be read into the options.
+    #[error("command line: {0}")]
+    CommandLine(String),
     /// The TOML file could not be read or parsed.
     #[error("config file {path}: {reason}")]
     File {
@@ -146,46 +154,10 @@ impl Default for BrokerConfig {
 /// The metrics endpoint's default port (Redpanda's admin port, where operators look).
 pub const METRICS_PORT: u16 = 9644;
 
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
-    /// Human-readable lines; coloured only when written to a terminal.
-    Text,
-    /// One JSON object per line, for log shippers.
-    Json,
-}
-
 fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         option,
         reason: reason.into(),
-    }
-}
-
-/// The TLS settings: all of listen, cert and key, or none (a client CA needs them).
-fn tls_from(
-    listen: Option<String>,
-    cert: Option<PathBuf>,
-    key: Option<PathBuf>,
-    client_ca: Option<PathBuf>,
-) -> Result<Option<TlsConfig>, ConfigError> {
-    match (listen, cert, key) {
-        (None, None, None) if client_ca.is_none() => Ok(None),
-        (Some(listen), Some(cert), Some(key)) => Ok(Some(TlsConfig {
-            listen: listen.parse().map_err(|_| {
-                invalid(
-                    "--tls-listen",
-                    format!("{listen:?} is not HOST:PORT with a numeric host"),
-                )
-            })?,
-            cert,
-            key,
-            client_ca,
-        })),
-        _ => Err(invalid(
-            "--tls-listen",
-            "TLS needs --tls-listen, --tls-cert and --tls-key together",
-        )),
     }
 }
 
@@ -207,255 +179,24 @@ impl BrokerConfig {
             .map_or(1, |c| c.default_replication_factor)
     }
 
-    /// Applies overrides on top of `self` and validates the result.
-    pub fn apply(mut self, o: ConfigOverrides) -> Result<BrokerConfig, ConfigError> {
-        // A fixed interval asked for without a target means a fixed interval.
-        let fixed_interval = o.flush_interval.is_some() && o.flush_target_p99.is_none();
-        if let Some(listen) = o.listen {
-            self.listen = listen.parse().map_err(|_| {
-                invalid(
-                    "--listen",
-                    format!("{listen:?} is not HOST:PORT with a numeric host"),
-                )
-            })?;
-        }
-        if let Some(a) = o.advertise {
-            self.advertise = a;
-        }
-        if let Some(d) = o.data_dir {
-            self.data_dir = d;
-        }
-        if let Some(n) = o.shards {
-            self.shards = n;
-        }
-        if let Some(cores) = o.cores {
-            self.cores = parse_cores(&cores).map_err(|e| invalid("--cores", e.to_string()))?;
-        }
-        if let Some(i) = o.flush_interval {
-            self.flush_interval =
-                parse_duration(&i).map_err(|e| invalid("--flush-interval", e.to_string()))?;
-        }
-        if fixed_interval {
-            self.flush_target_p99 = None;
-        }
-        if let Some(t) = o.flush_target_p99 {
-            self.flush_target_p99 = match t.as_str() {
-                "off" | "none" => None,
-                t => Some(
-                    parse_duration(t).map_err(|e| invalid("--flush-target-p99", e.to_string()))?,
-                ),
-            };
-        }
-        if let Some(m) = o.flush_mode {
-            self.flush_mode = match m.as_str() {
-                "fsync" => FlushMode::Fsync,
-                "write-only" => FlushMode::WriteOnly,
-                other => {
-                    return Err(invalid(
-                        "--flush-mode",
-                        format!("{other:?} is neither fsync nor write-only"),
-                    ))
-                }
-            };
-        }
-        if let Some(n) = o.flush_bytes {
-            self.flush_bytes_max = n;
-        }
-        if let Some(s) = o.spin_before_park {
-            self.spin_before_park =
-                parse_duration(&s).map_err(|e| invalid("--spin-before-park", e.to_string()))?;
-        }
-        if let Some(b) = o.auto_create_topics {
-            self.auto_create_topics = b;
-        }
-        if let Some(n) = o.default_partitions {
-            self.default_partitions = n;
-        }
-        if let Some(l) = o.log_level {
-            self.log_level = l;
-        }
-        if let Some(f) = o.log_format {
-            self.log_format = match f.as_str() {
-                "text" => LogFormat::Text,
-                "json" => LogFormat::Json,
-                other => {
-                    return Err(invalid(
-                        "--log-format",
-                        format!("{other:?} is neither text nor json"),
-                    ))
-                }
-            };
-        }
-        if let Some(m) = o.metrics_listen {
-            self.metrics_listen = match m.as_str() {
-                "off" | "none" => None,
-                addr => Some(addr.parse().map_err(|_| {
-                    invalid(
-                        "--metrics-listen",
-                        format!("{addr:?} is not HOST:PORT (or off)"),
-                    )
-                })?),
-            };
-        }
-        if let Some(n) = o.max_request_bytes {
-            self.max_request_bytes = n;
-        }
-        if let Some(n) = o.message_max_bytes {
-            self.message_max_bytes = n;
-        }
-        if let Some(n) = o.cache_bytes {
-            self.cache_bytes_max = n;
-        }
-        if let Some(n) = o.segment_bytes {
-            self.log.segment_bytes = n;
-        }
-        if let Some(n) = o.inflight_bytes {
-            self.inflight_bytes_max = n;
-        }
-        if let Some(t) = o.idle_timeout {
-            self.idle_timeout =
-                parse_duration(&t).map_err(|e| invalid("--idle-timeout", e.to_string()))?;
-        }
-        if let Some(r) = o.retention {
-            let age = parse_duration(&r).map_err(|e| invalid("--retention", e.to_string()))?;
-            if age.is_zero() {
-                return Err(invalid("--retention", "must be more than 0"));
-            }
-            self.log.retention_age_max = Some(age);
-        }
-        if let Some(n) = o.retention_bytes {
-            if n == 0 {
-                return Err(invalid("--retention-bytes", "must be more than 0"));
-            }
-            self.log.retention_bytes_max = Some(n);
-        }
-        self.compaction_rate = o.compaction_rate.unwrap_or(self.compaction_rate);
-        self.recycle.bytes_max = o.recycle_bytes.unwrap_or(self.recycle.bytes_max);
-        self.recycle.delete_rate = o.delete_rate.unwrap_or(self.recycle.delete_rate);
-        if let Some(n) = o.node_id {
-            self.node_id = n;
-        }
-        self.cluster = cluster_from_flags(
-            self.node_id,
-            self.listen,
-            ClusterFlags {
-                voters: o.controller_quorum_voters,
-                controller_listen: o.controller_listen,
-                roles: o.process_roles,
-                session_timeout: o.session_timeout,
-                default_replication_factor: o.default_replication_factor,
-                replica_lag_time_max: o.replica_lag_time_max,
-            },
-        )
-        .map_err(|e| invalid(e.option, e.reason))?;
-        self.tls = tls_from(o.tls_listen, o.tls_cert, o.tls_key, o.tls_client_ca)?;
-        self.sasl = SaslConfig::from_flags(
-            o.sasl_mechanisms.as_deref(),
-            o.sasl_user.as_deref().unwrap_or_default(),
-        )
-        .map_err(|e| invalid(e.option, e.reason))?;
-        self.authorizer =
-            AuthorizerConfig::from_flags(o.authorizer.as_deref(), o.super_users.as_deref())
-                .map_err(|e| invalid(e.option, e.reason))?;
-        if self.sasl.as_ref().is_some_and(|s| s.users.is_empty()) && self.cluster.is_some() {
-            return Err(invalid(
-                "--sasl-user",
-                "a cluster host with SASL needs one: its followers log in as the first",
-            ));
-        }
+    /// Applies the options on top of `self`, section by section, and validates the
+    /// result.
+    pub fn apply(mut self, o: ServeOptions) -> Result<BrokerConfig, ConfigError> {
+        network::apply(&mut self, &o);
+        shards::apply(&mut self, &o);
+        storage::apply(&mut self, &o)?;
+        cluster::apply(&mut self, &o)?;
+        security::apply(&mut self, &o)?;
         self.validate()?;
         Ok(self)
     }
 
     /// Checks every value against its range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if self.shards == 0 || self.shards > 1024 {
-            return Err(invalid(
-                "--shards",
-                format!("{} is not within 1..=1024", self.shards),
-            ));
-        }
-        if !self.cores.is_empty() && self.cores.len() != self.shards {
-            return Err(invalid(
-                "--cores",
-                format!(
-                    "{} cores listed for {} shards",
-                    self.cores.len(),
-                    self.shards
-                ),
-            ));
-        }
-        if let Some(c) = self.cores.iter().find(|&&c| c >= cpus) {
-            return Err(invalid(
-                "--cores",
-                format!("core {c} does not exist (this machine has {cpus})"),
-            ));
-        }
-        if self.cores.is_empty() && self.shards > cpus {
-            return Err(invalid(
-                "--shards",
-                format!("{} shards but only {cpus} cores", self.shards),
-            ));
-        }
-        if u32::from(self.listen.port()) + self.shards as u32 - 1 > u32::from(u16::MAX) {
-            return Err(invalid("--listen", "port + shards runs past 65535"));
-        }
-        if let Some(tls) = &self.tls {
-            let (plain, secure) = (u32::from(self.listen.port()), u32::from(tls.listen.port()));
-            let shards = self.shards as u32;
-            if secure + shards - 1 > u32::from(u16::MAX) {
-                return Err(invalid("--tls-listen", "port + shards runs past 65535"));
-            }
-            if secure < plain + shards && plain < secure + shards {
-                return Err(invalid(
-                    "--tls-listen",
-                    "its ports overlap the plaintext listener's",
-                ));
-            }
-        }
-        if let Some(t) = self.flush_target_p99 {
-            if t < Duration::from_micros(100) || t > Duration::from_secs(10) {
-                return Err(invalid("--flush-target-p99", "must be within 100us..=10s"));
-            }
-        }
-        if self.flush_interval > Duration::from_secs(10) {
-            return Err(invalid("--flush-interval", "at most 10s"));
-        }
-        if self.spin_before_park > Duration::from_secs(1) {
-            return Err(invalid("--spin-before-park", "at most 1s"));
-        }
-        if self.flush_bytes_max < 4096 {
-            return Err(invalid("--flush-bytes", "must be at least 4096"));
-        }
-        if self.default_partitions == 0 || self.default_partitions > 10_000 {
-            return Err(invalid("--default-partitions", "must be within 1..=10000"));
-        }
-        if self.advertise.is_empty() {
-            return Err(invalid("--advertise", "must not be empty"));
-        }
-        if self.inflight_bytes_max < 64 << 10 {
-            return Err(invalid("--inflight-bytes", "must be at least 64 KiB"));
-        }
-        if self.idle_timeout < Duration::from_millis(100) {
-            return Err(invalid("--idle-timeout", "must be at least 100ms"));
-        }
-        if self.max_request_bytes < 1024 {
-            return Err(invalid("--max-request-bytes", "must be at least 1024"));
-        }
-        if self.message_max_bytes < 1024
-            || self.message_max_bytes > crate::storage::config::STORED_BATCH_BYTES_MAX
-        {
-            return Err(invalid(
-                "--message-max-bytes",
-                "must be within 1 KiB..=128 MiB",
-            ));
-        }
-        tracing_subscriber::EnvFilter::try_new(&self.log_level)
-            .map_err(|e| invalid("--log-level", e.to_string()))?;
-        self.log
-            .validate()
-            .map_err(|e| invalid("--segment-bytes", e.to_string()))
+        shards::validate(self)?;
+        network::validate(self)?;
+        storage::validate(self)?;
+        security::validate(self)
     }
 
     /// The core shard `shard` runs on.
@@ -466,7 +207,23 @@ impl BrokerConfig {
 
 #[cfg(test)]
 mod tests {
+    use clap::Args;
+
     use super::*;
+
+    /// The options `weir serve ARGS` gives, over the TOML text `file` (if any).
+    fn serve(file: Option<&str>, args: &[&str]) -> Result<ServeOptions, String> {
+        let command = ServeOptions::augment_args(clap::Command::new("serve"));
+        let matches = command
+            .try_get_matches_from(std::iter::once("serve").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("weir.toml");
+        if let Some(text) = file {
+            std::fs::write(&path, text).expect("write");
+        }
+        ServeOptions::layered(file.map(|_| path.as_path()), &matches).map_err(|e| e.to_string())
+    }
 
     #[test]
     fn every_tuning_profile_loads_and_the_default_profile_is_the_default() {
@@ -475,9 +232,9 @@ mod tests {
         for entry in std::fs::read_dir(&dir).expect("tuning/") {
             let path = entry.expect("entry").path();
             if path.extension().is_some_and(|e| e == "toml") {
-                let overrides = ConfigOverrides::from_file(&path).expect("profile parses");
+                let options = ServeOptions::from_file(&path).expect("profile parses");
                 let config = BrokerConfig::default()
-                    .apply(overrides)
+                    .apply(options)
                     .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 seen.push((
                     path.file_stem().unwrap().to_string_lossy().into_owned(),
@@ -517,87 +274,57 @@ mod tests {
             default.metrics_listen,
             Some(SocketAddr::from(([0, 0, 0, 0], METRICS_PORT)))
         );
-        let o = ConfigOverrides {
-            metrics_listen: Some("off".into()),
-            log_format: Some("json".into()),
-            ..ConfigOverrides::default()
-        };
+        let o = serve(None, &["--metrics-listen", "off", "--log-format", "json"]).expect("valid");
         let c = BrokerConfig::default().apply(o).expect("valid");
         assert_eq!((c.metrics_listen, c.log_format), (None, LogFormat::Json));
-        for bad in [
-            ConfigOverrides {
-                metrics_listen: Some("9644".into()),
-                ..ConfigOverrides::default()
-            },
-            ConfigOverrides {
-                log_format: Some("xml".into()),
-                ..ConfigOverrides::default()
-            },
+        for (bad, option) in [
+            (["--metrics-listen", "9644"], "--metrics-listen"),
+            (["--log-format", "xml"], "--log-format"),
         ] {
-            assert!(BrokerConfig::default().apply(bad).is_err());
+            let err = serve(None, &bad).expect_err("refused");
+            assert!(err.contains(option), "{err}");
         }
     }
 
     #[test]
     fn retention_flags_set_the_partition_log_config_and_refuse_zero() {
-        let o = ConfigOverrides {
-            retention: Some("2h".into()),
-            retention_bytes: Some(1 << 30),
-            ..ConfigOverrides::default()
-        };
+        let o = serve(
+            None,
+            &["--retention", "2h", "--retention-bytes", "1073741824"],
+        )
+        .expect("valid");
         let c = BrokerConfig::default().apply(o).expect("valid");
         assert_eq!(c.log.retention_age_max, Some(Duration::from_secs(7200)));
         assert_eq!(c.log.retention_bytes_max, Some(1 << 30));
-        for o in [
-            ConfigOverrides {
-                retention: Some("0s".into()),
-                ..ConfigOverrides::default()
-            },
-            ConfigOverrides {
-                retention_bytes: Some(0),
-                ..ConfigOverrides::default()
-            },
-        ] {
-            assert!(BrokerConfig::default().apply(o).is_err());
+        for args in [["--retention", "0s"], ["--retention-bytes", "0"]] {
+            let o = serve(None, &args).expect("parses");
+            let err = BrokerConfig::default().apply(o).expect_err("refused");
+            assert!(err.to_string().contains(args[0]), "{err}");
         }
     }
 
     #[test]
     fn flags_win_over_the_file_and_bad_values_name_their_option() {
-        let file: ConfigOverrides =
-            toml::from_str("shards = 1\nflush-interval = \"5ms\"\n").expect("toml");
-        let flags = ConfigOverrides {
-            flush_interval: Some("2ms".into()),
-            ..ConfigOverrides::default()
-        };
-        let c = BrokerConfig::default()
-            .apply(flags.over(file))
-            .expect("valid");
+        let file = "shards = 1\nflush-interval = \"5ms\"\n";
+        let o = serve(Some(file), &["--flush-interval", "2ms"]).expect("valid");
+        let c = BrokerConfig::default().apply(o).expect("valid");
         assert_eq!(c.shards, 1);
         assert_eq!(c.flush_interval, Duration::from_millis(2));
         assert_eq!(
             c.flush_target_p99, None,
             "a fixed interval turns adaptive off"
         );
-        let adaptive = BrokerConfig::default()
-            .apply(ConfigOverrides {
-                flush_target_p99: Some("5ms".into()),
-                ..ConfigOverrides::default()
-            })
-            .expect("valid");
+        let adaptive = serve(None, &["--flush-target-p99", "5ms"]).expect("valid");
+        let adaptive = BrokerConfig::default().apply(adaptive).expect("valid");
         assert_eq!(adaptive.flush_target_p99, Some(Duration::from_millis(5)));
-        let bad = ConfigOverrides {
-            flush_mode: Some("sometimes".into()),
-            ..ConfigOverrides::default()
-        };
-        let err = BrokerConfig::default()
-            .apply(bad)
-            .expect_err("invalid")
-            .to_string();
+        let err = serve(None, &["--flush-mode", "sometimes"]).expect_err("invalid");
         assert!(err.contains("--flush-mode"), "{err}");
+        let err = serve(Some("flush-mode = \"sometimes\"\n"), &[]).expect_err("invalid");
         assert!(
-            toml::from_str::<ConfigOverrides>("colour = 1").is_err(),
-            "unknown keys are refused"
+            err.contains("flush-mode") && err.contains("neither"),
+            "{err}"
         );
+        let err = serve(Some("colour = 1\n"), &[]).expect_err("unknown key");
+        assert!(err.contains("colour"), "unknown keys are refused: {err}");
     }
 }

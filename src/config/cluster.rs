@@ -1,0 +1,142 @@
+//! The cluster section: node id, controller quorum, roles and the replication
+//! timeouts (Kafka's KRaft settings). Without a voter list the host is a cluster of
+//! one and the other cluster options are refused rather than ignored.
+
+use std::{net::SocketAddr, time::Duration};
+
+use super::{invalid, options::ServeOptions, BrokerConfig, ConfigError};
+use crate::cluster::config::{
+    parse_roles, parse_voters, ClusterConfig, Roles, CONTROLLER_PORT, REPLICA_LAG_TIME_MAX,
+    SESSION_TIMEOUT,
+};
+
+/// Sets the node id and the cluster settings.
+pub(super) fn apply(c: &mut BrokerConfig, o: &ServeOptions) -> Result<(), ConfigError> {
+    if let Some(n) = o.node_id {
+        c.node_id = n;
+    }
+    c.cluster = cluster_of(c.node_id, c.listen, o)?;
+    Ok(())
+}
+
+/// The cluster settings of host `node_id` listening on `listen`: `None` without a voter
+/// list.
+fn cluster_of(
+    node_id: u32,
+    listen: SocketAddr,
+    o: &ServeOptions,
+) -> Result<Option<ClusterConfig>, ConfigError> {
+    let Some(voters) = &o.controller_quorum_voters else {
+        if o.controller_listen.is_some()
+            || o.process_roles.is_some()
+            || o.session_timeout.is_some()
+            || o.replica_lag_time_max.is_some()
+        {
+            return Err(invalid(
+                "--controller-quorum-voters",
+                "required with --controller-listen, --process-roles, --session-timeout or --replica-lag-time-max",
+            ));
+        }
+        if o.default_replication_factor.is_some_and(|f| f != 1) {
+            return Err(invalid(
+                "--default-replication-factor",
+                "a single host holds one replica; more need --controller-quorum-voters",
+            ));
+        }
+        return Ok(None);
+    };
+    let voters =
+        parse_voters(voters).map_err(|e| invalid("--controller-quorum-voters", e.to_string()))?;
+    if voters.is_empty() {
+        return Err(invalid("--controller-quorum-voters", "lists no voter"));
+    }
+    let me = voters.iter().find(|v| v.id == node_id);
+    let roles = match &o.process_roles {
+        Some(r) => parse_roles(r).map_err(|e| invalid("--process-roles", e.to_string()))?,
+        None => Roles {
+            broker: true,
+            controller: me.is_some(),
+        },
+    };
+    // Where the other voters were told this one is; else the listen host.
+    let controller_listen = o.controller_listen.unwrap_or_else(|| {
+        me.map_or_else(|| SocketAddr::new(listen.ip(), CONTROLLER_PORT), |v| v.addr)
+    });
+    let session_timeout = o.session_timeout.map_or(SESSION_TIMEOUT, |s| s.0);
+    if session_timeout < Duration::from_millis(500) {
+        return Err(invalid("--session-timeout", "must be at least 500ms"));
+    }
+    let default_replication_factor = o.default_replication_factor.unwrap_or(1);
+    if !(1..=16).contains(&default_replication_factor) {
+        return Err(invalid(
+            "--default-replication-factor",
+            "must be within 1..=16",
+        ));
+    }
+    let replica_lag_time_max = o.replica_lag_time_max.map_or(REPLICA_LAG_TIME_MAX, |s| s.0);
+    if replica_lag_time_max < Duration::from_millis(100) {
+        return Err(invalid("--replica-lag-time-max", "must be at least 100ms"));
+    }
+    let cluster = ClusterConfig {
+        voters,
+        controller_listen,
+        roles,
+        session_timeout,
+        default_replication_factor: default_replication_factor as usize,
+        replica_lag_time_max,
+    };
+    cluster
+        .validate(node_id)
+        .map_err(|e| invalid("--process-roles", e.to_string()))?;
+    Ok(Some(cluster))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::values::Span;
+
+    #[test]
+    fn the_cluster_defaults_from_the_voter_list() {
+        let listen: SocketAddr = "10.0.0.9:9092".parse().expect("addr");
+        let voters = || ServeOptions {
+            controller_quorum_voters: Some("1@10.0.0.1:9091,2@10.0.0.2:9091".into()),
+            ..ServeOptions::default()
+        };
+        let voter = cluster_of(2, listen, &voters())
+            .expect("valid")
+            .expect("cluster");
+        assert!(voter.roles.controller && voter.roles.broker);
+        assert_eq!(
+            voter.controller_listen,
+            "10.0.0.2:9091".parse().expect("addr")
+        );
+        assert_eq!(voter.session_timeout, Duration::from_secs(3));
+        let broker = cluster_of(7, listen, &voters())
+            .expect("valid")
+            .expect("cluster");
+        assert!(broker.roles.broker && !broker.roles.controller);
+        assert_eq!(
+            broker.controller_listen,
+            "10.0.0.9:9091".parse().expect("addr")
+        );
+        assert!(matches!(
+            cluster_of(7, listen, &ServeOptions::default()),
+            Ok(None)
+        ));
+        let alone = ServeOptions {
+            session_timeout: Some(Span(Duration::from_secs(3))),
+            ..ServeOptions::default()
+        };
+        let refused = cluster_of(7, listen, &alone).expect_err("no voters");
+        assert!(
+            refused.to_string().contains("--controller-quorum-voters"),
+            "{refused}"
+        );
+        let short = ServeOptions {
+            session_timeout: Some(Span(Duration::from_millis(100))),
+            ..voters()
+        };
+        assert!(cluster_of(7, listen, &short).is_err());
+    }
+}
