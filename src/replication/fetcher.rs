@@ -27,7 +27,11 @@ use weir_client::{
     ClientError,
 };
 
-use super::{sessions::FetchSession, PartitionKey};
+use super::{
+    follower_rules::{next_step, NextStep},
+    sessions::FetchSession,
+    PartitionKey,
+};
 use crate::{
     metadata::{
         cluster_state::OFFSETS_TOPIC,
@@ -202,7 +206,7 @@ fn sit_out(session: &FetchSession, key: &PartitionKey, e: &ReplicaError) {
     }
 }
 
-/// Takes one partition's answer: cuts or restarts its log as the leader says, or
+/// Takes one partition's answer: cuts or restarts its log as [`next_step`] says, or
 /// appends its batches (to be waited for by [`settle`]); an answer without batches
 /// is settled at once.
 async fn take(
@@ -211,35 +215,23 @@ async fn take(
     mut part: PartitionData,
 ) -> Result<Option<Appending>, ReplicaError> {
     let (key, log) = (&a.key, &a.log);
-    match ResponseError::try_from_code(part.error_code) {
-        None => {}
-        Some(ResponseError::OffsetOutOfRange)
-            if part.log_start_offset > log.log_end().to_wire() =>
-        {
-            // Retention or DeleteRecords took the leader's log past everything this
-            // replica holds (a new replica, or one away for long): start again at the
-            // leader's log start.
-            let start = Offset(part.log_start_offset as u64);
+    match next_step(&part, log) {
+        NextStep::Append => {}
+        NextStep::Refused(e) => return Err(ReplicaError::Refused(e)),
+        NextStep::RestartAt(start) => {
             tracing::warn!(topic = %key.0, partition = key.1, start = start.0, log_end = log.log_end().0, "the leader's log starts past this replica's end: starting again there");
             ctx.cut_replica(&key.0, key.1, Truncation::RestartAt(start))
                 .await
                 .map_err(ReplicaError::Partition)?;
             return Ok(None);
         }
-        Some(e) => return Err(ReplicaError::Refused(e)),
-    }
-    let diverging = &part.diverging_epoch;
-    if diverging.epoch >= 0 || diverging.end_offset >= 0 {
-        let leader_end = Offset(diverging.end_offset.max(0) as u64);
-        let ours = log
-            .epoch_end(diverging.epoch)
-            .map_or(leader_end, |e| e.end_offset);
-        let cut = leader_end.min(ours).min(log.log_end());
-        tracing::warn!(topic = %key.0, partition = key.1, epoch = diverging.epoch, at = cut.0, log_end = log.log_end().0, "cutting a divergent tail");
-        ctx.cut_replica(&key.0, key.1, Truncation::Tail(cut))
-            .await
-            .map_err(ReplicaError::Partition)?;
-        return Ok(None);
+        NextStep::CutTail(cut) => {
+            tracing::warn!(topic = %key.0, partition = key.1, epoch = part.diverging_epoch.epoch, at = cut.0, log_end = log.log_end().0, "cutting a divergent tail");
+            ctx.cut_replica(&key.0, key.1, Truncation::Tail(cut))
+                .await
+                .map_err(ReplicaError::Partition)?;
+            return Ok(None);
+        }
     }
     match part.records.take().filter(|r| !r.is_empty()) {
         Some(records) => {

@@ -2,11 +2,13 @@
 //! shard either leads — it tracks its followers ([`progress`]), caps the high watermark
 //! at the least durable end over the ISR, and proposes ISR changes to the controller —
 //! or follows — a [`fetcher`] per leader shard fetches all the partitions it follows
-//! there ([`sessions`]) from that shard's own port. Which one is the controller's
+//! there ([`sessions`]) from that shard's own port, and does what [`follower_rules`]
+//! decide of each answer. Which one is the controller's
 //! decision, read from each metadata snapshot ([`roles`]). This module holds a shard's
 //! roles; [`roles`] and [`fetcher`] act on them.
 
 pub mod fetcher;
+pub mod follower_rules;
 pub mod lag_report;
 pub mod progress;
 pub mod roles;
@@ -86,6 +88,99 @@ impl Replication {
             .values()
             .flat_map(|s| s.keys())
             .collect()
+    }
+
+    /// Leads `key` with `progress` (its followers' progress from now on).
+    fn lead(&self, key: PartitionKey, progress: Progress) {
+        self.led.borrow_mut().insert(key, progress);
+    }
+
+    /// Runs `f` on the progress of `key` when this shard leads it.
+    fn leading<R>(&self, key: &PartitionKey, f: impl FnOnce(&mut Progress) -> R) -> Option<R> {
+        self.led.borrow_mut().get_mut(key).map(f)
+    }
+
+    /// Forgets leading `key` (and its journal being applied, for a journal partition);
+    /// true when it led it.
+    fn step_down(&self, key: &PartitionKey, journal: bool) -> bool {
+        if journal {
+            self.journals_ready.borrow_mut().remove(&key.1);
+        }
+        self.led.borrow_mut().remove(key).is_some()
+    }
+
+    /// Every partition this shard leads.
+    fn led(&self) -> Vec<PartitionKey> {
+        self.led.borrow().keys().cloned().collect()
+    }
+
+    /// Records that offsets journal partition `p`, which this shard leads, has its
+    /// commits applied.
+    fn journal_taken_up(&self, p: u32) {
+        self.journals_ready.borrow_mut().insert(p);
+    }
+
+    /// The session with `leader`, started (its fetcher spawned by `start`) if there is
+    /// none.
+    fn session_with(
+        &self,
+        leader: NodeId,
+        start: impl FnOnce(&Rc<FetchSession>),
+    ) -> Rc<FetchSession> {
+        let mut sessions = self.sessions.borrow_mut();
+        let session = sessions.entry(leader).or_insert_with(|| {
+            let session = Rc::new(FetchSession::new(leader));
+            start(&session);
+            session
+        });
+        Rc::clone(session)
+    }
+
+    /// True when `key` is followed from `leader` at `epoch` already.
+    fn follows(&self, key: &PartitionKey, leader: NodeId, epoch: i32) -> bool {
+        self.sessions
+            .borrow()
+            .get(&leader)
+            .is_some_and(|s| s.current(key, epoch))
+    }
+
+    /// The ISR changes the led partitions' progress calls for, each partition's
+    /// proposal begun (no second one until [`end_proposal`](Self::end_proposal)):
+    /// (partition, epoch, ISR now, proposed ISR). `high_watermark` gives each
+    /// partition's, `None` for one not open.
+    fn begin_proposals(
+        &self,
+        now: Instant,
+        lag_max: std::time::Duration,
+        high_watermark: impl Fn(&PartitionKey) -> Option<Offset>,
+    ) -> Vec<(PartitionKey, i32, Vec<NodeId>, Vec<NodeId>)> {
+        let mut due = Vec::new();
+        let mut proposing = self.proposing.borrow_mut();
+        for (key, pr) in self.led.borrow_mut().iter_mut() {
+            if proposing.contains(key) {
+                continue;
+            }
+            let Some(hw) = high_watermark(key) else {
+                continue;
+            };
+            if let Some(change) = pr.isr_change(hw, lag_max, now) {
+                pr.proposing(&change.joining);
+                proposing.insert(key.clone());
+                due.push((key.clone(), pr.epoch, pr.isr().to_vec(), change.isr));
+            }
+        }
+        due
+    }
+
+    /// Ends `key`'s proposal; a refused one gives up the followers it would have let
+    /// join (they may be proposed again).
+    fn end_proposal(&self, key: &PartitionKey, refused: bool) {
+        self.proposing.borrow_mut().remove(key);
+        if refused {
+            if let Some(pr) = self.led.borrow_mut().get_mut(key) {
+                pr.abandon_joining();
+            }
+        }
     }
 
     /// A fetch from replica `node` at `offset` whose last fetched epoch is

@@ -1,16 +1,14 @@
 //! A shard taking up the replication roles its metadata gives it: leading (tracking
 //! followers, proposing ISR changes) or following (a fetcher per partition), and
-//! stepping down. Runs on the shard, driven by [`run`].
+//! stepping down. Runs on the shard, checked by [`Roles::check`].
 
 use std::{
     collections::HashSet,
-    rc::{Rc, Weak},
+    rc::Rc,
     time::{Duration, Instant},
 };
 
-use super::{
-    apply_cap, fetcher, progress::Progress, sessions::FetchSession, PartitionKey, Replication,
-};
+use super::{apply_cap, fetcher, progress::Progress, PartitionKey};
 use crate::{
     group::journal,
     metadata::{cluster_state::OFFSETS_TOPIC, placement::NodeId},
@@ -24,29 +22,41 @@ pub const CHECK: Duration = Duration::from_millis(100);
 /// ISR checks happen every this many [`CHECK`]s.
 const ISR_CHECKS_EVERY: u32 = 3;
 
-/// Reconciles the shard's roles with each new metadata version and, on a cluster host,
-/// has its leaders propose ISR changes (followers not caught up for `lag_max` leave,
-/// caught-up ones join); stops when the shard is gone.
-pub async fn run(weak: Weak<ShardContext>, lag_max: Duration) {
-    let mut reconciled = None;
-    let mut ticks = 0u32;
-    loop {
-        let Some(ctx) = weak.upgrade() else {
-            return;
-        };
+/// A shard's replication roles as of its last check.
+pub struct Roles {
+    /// How long a follower may stay behind before its leader proposes it leave the ISR.
+    lag_max: Duration,
+    /// The metadata version the roles were last reconciled with.
+    reconciled: Option<u64>,
+    ticks: u32,
+}
+
+impl Roles {
+    /// Roles not yet reconciled with any metadata.
+    pub fn new(lag_max: Duration) -> Roles {
+        Roles {
+            lag_max,
+            reconciled: None,
+            ticks: 0,
+        }
+    }
+
+    /// One check, run every [`CHECK`] by the shard's tasks: reconciles the roles with a
+    /// new metadata version and, every [`ISR_CHECKS_EVERY`] checks, has the shard's
+    /// leaders propose ISR changes (followers not caught up for `lag_max` leave,
+    /// caught-up ones join) and take up the journals they lead.
+    pub async fn check(&mut self, ctx: &Rc<ShardContext>) {
         ctx.resync().await;
         let version = ctx.metadata_version();
-        if reconciled != Some(version) {
-            reconciled = Some(version);
-            reconcile(&ctx).await;
+        if self.reconciled != Some(version) {
+            self.reconciled = Some(version);
+            reconcile(ctx).await;
         }
-        ticks = ticks.wrapping_add(1);
-        if ticks % ISR_CHECKS_EVERY == 0 {
-            propose_isr_changes(&ctx, lag_max);
-            take_up_journals(&ctx).await;
+        self.ticks = self.ticks.wrapping_add(1);
+        if self.ticks % ISR_CHECKS_EVERY == 0 {
+            propose_isr_changes(ctx, self.lag_max);
+            take_up_journals(ctx).await;
         }
-        drop(ctx);
-        glommio::timer::sleep(CHECK).await;
     }
 }
 
@@ -72,26 +82,24 @@ async fn reconcile(ctx: &Rc<ShardContext>) {
                 if state.replicas.len() == 1 {
                     // Alone (one replica, or the one a move left here): nothing but its
                     // own durability holds the high watermark back.
-                    r.led.borrow_mut().remove(&key);
+                    r.step_down(&key, false);
                     if let Some(log) = ctx.open_log_of(&t.name, p as u32) {
                         log.set_commit_cap(Offset(u64::MAX));
                     }
                     continue;
                 }
                 let current = r
-                    .led
-                    .borrow()
-                    .get(&key)
-                    .is_some_and(|pr| pr.epoch == state.leader_epoch);
+                    .leading(&key, |pr| pr.epoch == state.leader_epoch)
+                    .unwrap_or(false);
                 let Ok(log) = ctx.replica(&t.name, p as u32).await else {
                     continue;
                 };
                 if current {
-                    if let Some(pr) = r.led.borrow_mut().get_mut(&key) {
+                    r.leading(&key, |pr| {
                         pr.set_replicas(&state.replicas, Instant::now());
                         pr.set_isr(&state.isr);
                         apply_cap(&log, pr);
-                    }
+                    });
                 } else {
                     tracing::info!(topic = %t.name, partition = p, epoch = state.leader_epoch, isr = ?state.isr, "leading");
                     let pr = Progress::new(
@@ -103,7 +111,7 @@ async fn reconcile(ctx: &Rc<ShardContext>) {
                         Instant::now(),
                     );
                     apply_cap(&log, &pr);
-                    r.led.borrow_mut().insert(key, pr);
+                    r.lead(key, pr);
                 }
             } else {
                 step_down(ctx, &key);
@@ -115,7 +123,7 @@ async fn reconcile(ctx: &Rc<ShardContext>) {
         }
     }
     let r = &ctx.replication;
-    let mut gone: Vec<PartitionKey> = r.led.borrow().keys().cloned().collect();
+    let mut gone: Vec<PartitionKey> = r.led();
     gone.extend(r.followed());
     gone.retain(|k| !seen.contains(k));
     for key in gone {
@@ -159,7 +167,7 @@ async fn take_up_journal(ctx: &ShardContext, p: u32) {
                 commits = n,
                 "coordinating the groups of an offsets journal partition"
             );
-            ctx.replication.journals_ready.borrow_mut().insert(p);
+            ctx.replication.journal_taken_up(p);
         }
         Err(e) => {
             tracing::error!(partition = p, error = %e, "cannot replay an offsets journal partition");
@@ -168,10 +176,7 @@ async fn take_up_journal(ctx: &ShardContext, p: u32) {
 }
 
 fn step_down(ctx: &ShardContext, key: &PartitionKey) {
-    if key.0 == OFFSETS_TOPIC {
-        ctx.replication.journals_ready.borrow_mut().remove(&key.1);
-    }
-    if ctx.replication.led.borrow_mut().remove(key).is_some() {
+    if ctx.replication.step_down(key, key.0 == OFFSETS_TOPIC) {
         tracing::info!(topic = %key.0, partition = key.1, "no longer leading");
         if let Some(log) = ctx.open_log_of(&key.0, key.1) {
             log.step_down();
@@ -180,20 +185,14 @@ fn step_down(ctx: &ShardContext, key: &PartitionKey) {
 }
 
 fn follow(ctx: &Rc<ShardContext>, key: PartitionKey, leader: NodeId, epoch: i32) {
-    let r: &Replication = &ctx.replication;
-    if r.sessions
-        .borrow()
-        .get(&leader)
-        .is_some_and(|s| s.current(&key, epoch))
-    {
+    let r = &ctx.replication;
+    if r.follows(&key, leader, epoch) {
         return;
     }
     r.stop_following(&key, Some(leader));
-    let session = Rc::clone(r.sessions.borrow_mut().entry(leader).or_insert_with(|| {
-        let session = Rc::new(FetchSession::new(leader));
-        glommio::spawn_local(fetcher::run(Rc::clone(ctx), Rc::clone(&session))).detach();
-        session
-    }));
+    let session = r.session_with(leader, |session| {
+        glommio::spawn_local(fetcher::run(Rc::clone(ctx), Rc::clone(session))).detach();
+    });
     tracing::info!(topic = %key.0, partition = key.1, leader, epoch, "following");
     session.add(key, epoch);
 }
@@ -202,23 +201,13 @@ fn follow(ctx: &Rc<ShardContext>, key: PartitionKey, leader: NodeId, epoch: i32)
 /// for, one proposal at a time per partition. The committed ISR reaches the progress at
 /// the next reconcile, once the metadata holding it is installed.
 fn propose_isr_changes(ctx: &Rc<ShardContext>, lag_max: Duration) {
-    let r = &ctx.replication;
-    let now = Instant::now();
-    let mut due = Vec::new();
-    for (key, pr) in r.led.borrow_mut().iter_mut() {
-        if r.proposing.borrow().contains(key) {
-            continue;
-        }
-        let Some(log) = ctx.open_log_of(&key.0, key.1) else {
-            continue;
-        };
-        if let Some(change) = pr.isr_change(log.high_watermark(), lag_max, now) {
-            pr.proposing(&change.joining);
-            due.push((key.clone(), pr.epoch, pr.isr().to_vec(), change.isr));
-        }
-    }
+    let due = ctx
+        .replication
+        .begin_proposals(Instant::now(), lag_max, |key| {
+            ctx.open_log_of(&key.0, key.1)
+                .map(|log| log.high_watermark())
+        });
     for (key, epoch, before, isr) in due {
-        r.proposing.borrow_mut().insert(key.clone());
         let weak = Rc::downgrade(ctx);
         glommio::spawn_local(async move {
             let Some(ctx) = weak.upgrade() else {
@@ -226,14 +215,10 @@ fn propose_isr_changes(ctx: &Rc<ShardContext>, lag_max: Duration) {
             };
             tracing::info!(topic = %key.0, partition = key.1, epoch, from = ?before, to = ?isr, "proposing an ISR change");
             let result = ctx.registry.alter_isr(&key.0, key.1, epoch, isr).await;
-            let r = &ctx.replication;
-            r.proposing.borrow_mut().remove(&key);
-            if let Err(e) = result {
+            if let Err(e) = &result {
                 tracing::warn!(topic = %key.0, partition = key.1, error = %e, "ISR change refused");
-                if let Some(pr) = r.led.borrow_mut().get_mut(&key) {
-                    pr.abandon_joining();
-                }
             }
+            ctx.replication.end_proposal(&key, result.is_err());
         })
         .detach();
     }

@@ -4,7 +4,7 @@
 //! to `--compaction-rate` (32 MiB/s by default) so produce keeps the device.
 
 use std::{
-    rc::Weak,
+    rc::Rc,
     time::{Duration, Instant},
 };
 
@@ -15,40 +15,33 @@ use crate::storage::partition_log::Pace;
 /// checking is an in-memory test, so it looks more often).
 pub const COMPACTION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Runs until the shard is gone.
-pub(super) async fn run(weak: Weak<ShardContext>) {
-    loop {
-        glommio::timer::sleep(COMPACTION_CHECK_INTERVAL).await;
-        let Some(ctx) = weak.upgrade() else {
-            return;
-        };
-        let logs = ctx.open_logs();
-        let rate = ctx.config.compaction_rate;
-        drop(ctx);
-        for ((topic, p), log) in logs {
-            if !log.compaction_due() {
-                continue;
+/// One pass over the shard's open partitions, compacting those with something new to
+/// compact, one at a time.
+pub(super) async fn pass(ctx: &Rc<ShardContext>) {
+    let rate = ctx.config.compaction_rate;
+    for ((topic, p), log) in ctx.open_logs() {
+        if !log.compaction_due() {
+            continue;
+        }
+        let mut pace = Pace::new(rate);
+        let started = Instant::now();
+        match log.compact(&mut pace).await {
+            Ok(r) if r.segments_rewritten > 0 => {
+                let seconds = started.elapsed().as_secs_f64().max(1e-6);
+                tracing::info!(
+                    topic = %topic,
+                    partition = p,
+                    segments = r.segments_rewritten,
+                    bytes_before = r.bytes_before,
+                    bytes_after = r.bytes_after,
+                    records_removed = r.records_removed,
+                    read_mb_per_s = format!("{:.1}", r.bytes_read as f64 / seconds / 1e6),
+                    "compacted"
+                );
             }
-            let mut pace = Pace::new(rate);
-            let started = Instant::now();
-            match log.compact(&mut pace).await {
-                Ok(r) if r.segments_rewritten > 0 => {
-                    let seconds = started.elapsed().as_secs_f64().max(1e-6);
-                    tracing::info!(
-                        topic = %topic,
-                        partition = p,
-                        segments = r.segments_rewritten,
-                        bytes_before = r.bytes_before,
-                        bytes_after = r.bytes_after,
-                        records_removed = r.records_removed,
-                        read_mb_per_s = format!("{:.1}", r.bytes_read as f64 / seconds / 1e6),
-                        "compacted"
-                    );
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(topic = %topic, partition = p, error = %e, "compaction failed")
-                }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(topic = %topic, partition = p, error = %e, "compaction failed")
             }
         }
     }

@@ -4,7 +4,6 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    rc::Weak,
     time::Duration,
 };
 
@@ -15,16 +14,27 @@ use super::context::ShardContext;
 /// How often a shard publishes.
 pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Publishes every [`PUBLISH_INTERVAL`] until the shard is gone; partitions that left
-/// the shard (deleted topics) stop being published, and a topic none of whose
-/// partitions is left loses its counters' series too.
-pub async fn run(ctx: Weak<ShardContext>) {
-    // Each partition's gauges, kept between publications, and the round that last saw it.
-    let mut published: HashMap<String, HashMap<u32, (PartitionGauges, u64)>> = HashMap::new();
-    let mut groups: HashSet<String> = HashSet::new();
-    let mut round = 0u64;
-    while let Some(ctx) = ctx.upgrade() {
-        round += 1;
+/// What a shard has published so far: each partition's gauges, kept between
+/// publications with the round that last saw it, and the groups published.
+#[derive(Default)]
+pub(super) struct Publisher {
+    published: HashMap<String, HashMap<u32, (PartitionGauges, u64)>>,
+    groups: HashSet<String>,
+    round: u64,
+}
+
+impl Publisher {
+    /// One publication, run every [`PUBLISH_INTERVAL`] by the shard's tasks: partitions
+    /// that left the shard (deleted topics) stop being published, and a topic none of
+    /// whose partitions is left loses its counters' series too.
+    pub(super) fn publish(&mut self, ctx: &ShardContext) {
+        let Publisher {
+            published,
+            groups,
+            round,
+        } = self;
+        *round += 1;
+        let round = *round;
         ctx.for_each_log(|topic, partition, log| {
             let parts = match published.get_mut(topic) {
                 Some(parts) => parts,
@@ -74,10 +84,8 @@ pub async fn run(ctx: Weak<ShardContext>) {
         for group in groups.difference(&groups_now) {
             ctx.metrics.forget_group(group);
         }
-        groups = groups_now;
+        *groups = groups_now;
         let held_kib = ctx.inflight_kib_held();
         ctx.metrics.inflight_bytes.set((held_kib * 1024) as i64);
-        drop(ctx);
-        glommio::timer::sleep(PUBLISH_INTERVAL).await;
     }
 }

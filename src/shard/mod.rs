@@ -4,10 +4,15 @@
 
 pub mod compactor;
 pub mod context;
+mod group_routing;
+pub mod metadata_view;
 mod metrics_publisher;
+pub mod open_logs;
+mod partitions;
 mod sasl_users;
 pub mod signals;
 mod strays;
+pub mod tasks;
 
 use std::sync::{atomic::AtomicBool, Arc};
 
@@ -29,7 +34,6 @@ use crate::{
     metrics::{self, BrokerMetrics},
     net::listener,
     replication::lag_report::ReplicaLags,
-    replication::roles,
 };
 
 use context::ShardContext;
@@ -200,20 +204,6 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
     served
 }
 
-/// Deletes the host's stray partition directories once, [`STRAY_SWEEP_DELAY`] after
-/// the shard starts (its metadata installed and read by then).
-async fn sweep_strays(ctx: std::rc::Weak<ShardContext>) {
-    glommio::timer::sleep(STRAY_SWEEP_DELAY).await;
-    let Some(ctx) = ctx.upgrade() else {
-        return;
-    };
-    ctx.resync().await;
-    strays::sweep(&ctx).await;
-}
-
-/// When shard 0 looks for partition directories nobody holds.
-const STRAY_SWEEP_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// How long a stopping host waits for the controller to move its leadership.
 const CONTROLLED_SHUTDOWN_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -329,37 +319,24 @@ fn serve(
                 )
                 .await
                 .map_err(|source| BrokerError::Storage { shard, source })?;
-                glommio::spawn_local(metrics_publisher::run(Rc::downgrade(&ctx))).detach();
-                glommio::spawn_local(compactor::run(Rc::downgrade(&ctx))).detach();
-                if shard == 0 {
-                    glommio::spawn_local(sweep_strays(Rc::downgrade(&ctx))).detach();
-                    if ctx.config.sasl.is_some() {
-                        // Serve once the users exist, or anyway after a while (a cluster
-                        // host without a controller keeps trying meanwhile).
-                        let mut users =
-                            glommio::spawn_local(sasl_users::ensure(Rc::downgrade(&ctx)));
-                        let done = futures_lite::future::or(
-                            async {
-                                (&mut users).await;
-                                true
-                            },
-                            async {
-                                glommio::timer::sleep(sasl_users::FIRST_TRY_MAX).await;
-                                false
-                            },
-                        )
-                        .await;
-                        if !done {
-                            users.detach();
-                        }
+                if shard == 0 && ctx.config.sasl.is_some() {
+                    // Serve once the users exist, or anyway after a while (a cluster
+                    // host without a controller keeps trying meanwhile).
+                    let mut users = glommio::spawn_local(sasl_users::ensure(Rc::downgrade(&ctx)));
+                    let done = futures_lite::future::or(
+                        async {
+                            (&mut users).await;
+                            true
+                        },
+                        async {
+                            glommio::timer::sleep(sasl_users::FIRST_TRY_MAX).await;
+                            false
+                        },
+                    )
+                    .await;
+                    if !done {
+                        ctx.tasks.adopt("sasl users", users.detach());
                     }
-                }
-                if let Some(cluster) = &ctx.config.cluster {
-                    glommio::spawn_local(roles::run(
-                        Rc::downgrade(&ctx),
-                        cluster.replica_lag_time_max,
-                    ))
-                    .detach();
                 }
                 listener::serve(Rc::clone(&ctx), stop, tls)
                     .await

@@ -18,7 +18,7 @@ use std::{
     collections::{BTreeMap, HashMap},
     rc::Rc,
     sync::Arc,
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use bytes::Bytes;
@@ -49,7 +49,8 @@ pub struct Coordinator {
 pub type OffsetToCommit = (String, u32, CommittedOffset);
 
 impl Coordinator {
-    /// A coordinator over `store`; spawn [`run_timers`](Self::run_timers) beside it.
+    /// A coordinator over `store`; call [`expire`](Self::expire) every 100 ms beside it
+    /// (the shard's tasks do).
     pub fn new(store: Arc<OffsetStore>) -> Rc<Coordinator> {
         Rc::new(Coordinator {
             groups: RefCell::new(HashMap::new()),
@@ -57,16 +58,6 @@ impl Coordinator {
             store,
             next_member: RefCell::new(0),
         })
-    }
-
-    /// Expires silent members and overdue rebalances every 100 ms until the
-    /// coordinator is dropped.
-    pub async fn run_timers(coordinator: std::rc::Weak<Coordinator>) {
-        while let Some(c) = coordinator.upgrade() {
-            c.expire(Instant::now());
-            drop(c);
-            glommio::timer::sleep(Duration::from_millis(100)).await;
-        }
     }
 
     /// Removes members whose session expired and completes rebalances whose timeout

@@ -1,5 +1,7 @@
 //! The coordinator driven through joins, syncs, heartbeats, commits and expiry.
 
+use std::time::Duration;
+
 use super::*;
 use crate::storage::test_support::{run, test_dir};
 

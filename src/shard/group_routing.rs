@@ -1,0 +1,68 @@
+//! Which groups this shard coordinates, and where it journals their commits: the
+//! group coordinator's view of the shard.
+
+use kafka_protocol::ResponseError;
+
+use super::context::{PartitionError, ShardContext};
+use crate::{
+    group::journal::Journal,
+    metadata::{
+        cluster_state::OFFSETS_TOPIC,
+        placement::{coordinator_slot, NodeId},
+    },
+};
+
+impl ShardContext {
+    /// True when this shard coordinates `group`. Reads the registry's table when the
+    /// shard has not caught up with it yet, so a group's first request after the table
+    /// was filled is not turned away.
+    pub fn owns_group(&self, group: &str) -> bool {
+        let owns =
+            |table: &[NodeId]| table.get(coordinator_slot(group, table.len())) == Some(&self.node);
+        let coordinates = if self.registry.version() != self.view.version() {
+            owns(&self.registry.cluster().coordinators)
+        } else {
+            owns(&self.view.snapshot().view.coordinators)
+        };
+        // Leading the group's journal partition is not enough until its commits are
+        // applied here.
+        coordinates
+            && self
+                .view
+                .journal_slot(group)
+                .is_none_or(|p| self.replication.journal_ready(p))
+    }
+
+    /// The journal to change `group`'s offsets through when this shard coordinates it
+    /// (`None` on a single host, which has none), or NOT_COORDINATOR.
+    pub async fn coordinating(&self, group: &str) -> Result<Option<Journal>, ResponseError> {
+        self.resync().await;
+        if !self.owns_group(group) {
+            return Err(ResponseError::NotCoordinator);
+        }
+        self.offsets_journal(group)
+            .await
+            .map_err(|_| ResponseError::NotCoordinator)
+    }
+
+    /// Where this coordinator journals `group`'s commits: its journal partition, which
+    /// this shard leads. `Ok(None)` without a journal (a single host); `Err` when this
+    /// shard does not lead that partition.
+    pub async fn offsets_journal(&self, group: &str) -> Result<Option<Journal>, PartitionError> {
+        self.resync().await;
+        let Some(slot) = self.view.journal_slot(group) else {
+            // A cluster's coordinators always journal (the journal is created with the
+            // coordinator table); only a single host commits to LMDB alone.
+            return match self.config.cluster {
+                Some(_) => Err(PartitionError::NotOwner),
+                None => Ok(None),
+            };
+        };
+        let log = self.partition(OFFSETS_TOPIC, slot as i32).await?;
+        let epoch = self
+            .leadership(OFFSETS_TOPIC, slot)
+            .ok_or(PartitionError::NotOwner)?
+            .epoch;
+        Ok(Some(Journal { log, epoch }))
+    }
+}
