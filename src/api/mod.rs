@@ -167,6 +167,32 @@ pub enum Reply<R> {
     Close,
 }
 
+/// What a request's in-order phase leaves: the reply itself, or the rest of the work,
+/// which runs concurrently with the connection's later requests.
+pub enum Phase<R, F> {
+    /// Answered in order; nothing more runs (a login step, a produce with acks=0).
+    Done(Reply<R>),
+    /// The rest (a produce's wait for durability), answered in request order when done.
+    Rest(F),
+}
+
+impl<R> Phase<R, std::future::Ready<Reply<R>>> {
+    /// The in-order phase answered: `reply` is all there is.
+    pub fn done(reply: Reply<R>) -> Self {
+        Phase::Done(reply)
+    }
+}
+
+impl<R, F: Future<Output = Reply<R>>> Phase<R, F> {
+    /// The reply, once the rest (if any) is done.
+    pub async fn finish(self) -> Reply<R> {
+        match self {
+            Phase::Done(reply) => reply,
+            Phase::Rest(rest) => rest.await,
+        }
+    }
+}
+
 /// One Kafka API as the connection serves it. Handlers run on their shard's thread
 /// only, so their futures need not be `Send`.
 #[allow(async_fn_in_trait)]
@@ -199,16 +225,15 @@ pub trait Handler: 'static {
     }
 
     /// Runs the part of the request that must happen in request order — before the
-    /// connection reads its next request — and returns the rest, which runs
-    /// concurrently with later requests. By default nothing is ordered: all of
-    /// [`Handler::answer`] runs concurrently.
-    #[allow(clippy::async_yields_async)] // the in-order phase yields the concurrent one
+    /// connection reads its next request — and says what is left (see [`Phase`]). By
+    /// default nothing is ordered: all of [`Handler::answer`] is the rest.
     fn start(
         ctx: Rc<ShardContext>,
         call: Call,
         request: Self::Request,
-    ) -> impl Future<Output = impl Future<Output = Reply<Self::Response>> + 'static> {
-        async move { Self::answer(ctx, call, request) }
+    ) -> impl Future<Output = Phase<Self::Response, impl Future<Output = Reply<Self::Response>> + 'static>>
+    {
+        std::future::ready(Phase::Rest(Self::answer(ctx, call, request)))
     }
 
     /// Answers the request, start to finish.
@@ -305,7 +330,19 @@ impl BodyError {
     }
 }
 
-type Answer = LocalBoxFuture<'static, Option<Bytes>>;
+/// The framed response: empty to send nothing, `None` when it could not be encoded
+/// (the connection then closes).
+type Framed = Option<Bytes>;
+
+type Answer = LocalBoxFuture<'static, Framed>;
+
+/// A request after its in-order phase.
+enum Started {
+    /// Answered: the framed response.
+    Framed(Framed),
+    /// The rest, yielding the framed response.
+    Rest(Answer),
+}
 
 /// A request decoded by its handler, ready to run.
 pub struct Decoded {
@@ -314,7 +351,7 @@ pub struct Decoded {
     /// The header's client id: a shared slice of the frame, not a copy.
     client_id: Option<StrBytes>,
     client_software: Option<String>,
-    start: Box<dyn FnOnce(Rc<ShardContext>) -> LocalBoxFuture<'static, Answer>>,
+    start: Box<dyn FnOnce(Rc<ShardContext>) -> LocalBoxFuture<'static, Started>>,
 }
 
 impl Decoded {
@@ -341,13 +378,14 @@ impl Decoded {
     /// Runs the request's in-order part and returns the rest, whose output is the
     /// framed response: empty to send nothing, `None` when it could not be encoded
     /// (the connection then closes).
-    pub async fn start(self, ctx: Rc<ShardContext>) -> impl Future<Output = Option<Bytes>> {
-        (self.start)(ctx).await
+    pub async fn start(self, ctx: Rc<ShardContext>) -> impl Future<Output = Framed> {
+        match (self.start)(ctx).await {
+            Started::Framed(framed) => Box::pin(std::future::ready(framed)),
+            Started::Rest(rest) => rest,
+        }
     }
 }
 
-// The boxed in-order phase yields the boxed concurrent phase, on purpose.
-#[allow(clippy::async_yields_async)]
 fn decode_as<H: Handler>(call: Call, body: Bytes) -> Result<Decoded, RequestError> {
     let (key, version) = (call.key, call.version());
     let request = H::decode(version, body).map_err(|source| RequestError::Body {
@@ -368,9 +406,7 @@ fn decode_as<H: Handler>(call: Call, body: Bytes) -> Result<Decoded, RequestErro
             Box::pin(async move {
                 let correlation_id = call.header.correlation_id;
                 let counted = Rc::clone(&ctx);
-                let rest = H::start(ctx, call, request).await;
-                Box::pin(async move {
-                    let reply = rest.await;
+                let frame = move |reply: Reply<H::Response>| {
                     let api = api_name::<H>();
                     counted.metrics.request(api, decoded_at.elapsed());
                     if let Reply::Respond(r) | Reply::RespondAt(_, r) = &reply {
@@ -382,7 +418,11 @@ fn decode_as<H: Handler>(call: Call, body: Bytes) -> Result<Decoded, RequestErro
                         Reply::Silent => Some(Bytes::new()),
                         Reply::Close => None,
                     }
-                }) as Answer
+                };
+                match H::start(ctx, call, request).await {
+                    Phase::Done(reply) => Started::Framed(frame(reply)),
+                    Phase::Rest(rest) => Started::Rest(Box::pin(async move { frame(rest.await) })),
+                }
             })
         }),
     })

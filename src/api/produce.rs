@@ -28,7 +28,7 @@ use crate::{
     },
 };
 
-use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
+use super::{authorize::Access, error_code::KafkaError, Call, Handler, Phase, Reply};
 
 enum Pending {
     Failed(ResponseError, Option<String>),
@@ -170,57 +170,46 @@ async fn append(ctx: &ShardContext, access: &Access, req: &ProduceRequest) -> Ap
     }
 }
 
-/// Waits until every appended partition is durable (acks 1 or -1) and answers, or
-/// answers nothing (acks 0). Records stored are counted here; errors are counted from
-/// the response, like every API's.
+/// An acks=0 produce, answered with nothing. No response carries the errors, so they
+/// are counted here; a failure closes the connection (Kafka's way of telling an acks=0
+/// producer).
+fn unanswered(ctx: &ShardContext, pending: &[(String, i32, Pending)]) -> Reply<ProduceResponse> {
+    let mut failed = false;
+    for (topic, _, p) in pending {
+        match p {
+            Pending::Appended { records, bytes, .. } => {
+                ctx.metrics.produced(topic, *records, *bytes)
+            }
+            Pending::Failed(e, _) => {
+                ctx.metrics.error("Produce", e.code());
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        Reply::Close
+    } else {
+        Reply::Silent
+    }
+}
+
+/// Waits until every appended partition is durable (acks 1 or -1) and answers.
+/// Records stored are counted here; errors are counted from the response, like every
+/// API's.
 async fn acknowledge(
     ctx: Rc<ShardContext>,
     version: i16,
     appended: Appended,
 ) -> Reply<ProduceResponse> {
-    let Appended { acks, pending } = appended;
+    let pending = appended.pending;
     let metrics = &ctx.metrics;
-    if acks == 0 {
-        // No response carries the errors, so they are counted here; a failure closes
-        // the connection (Kafka's way of telling an acks=0 producer).
-        let mut failed = false;
-        for (topic, _, p) in &pending {
-            match p {
-                Pending::Appended { records, bytes, .. } => {
-                    metrics.produced(topic, *records, *bytes)
-                }
-                Pending::Failed(e, _) => {
-                    metrics.error("Produce", e.code());
-                    failed = true;
-                }
-            }
-        }
-        return if failed { Reply::Close } else { Reply::Silent };
-    }
-    // Fields a version does not have must keep their defaults, or encoding fails.
-    let message = move |m: Option<String>| {
-        if version >= 8 {
-            m.map(StrBytes::from_string)
-        } else {
-            None
-        }
-    };
-    let log_start = move |o: Offset| if version >= 5 { o.to_wire() } else { -1 };
     let ctx = &ctx;
     let results = join_all(pending.into_iter().map(|(topic, index, p)| async move {
-        let mut r = PartitionProduceResponse::default();
-        r.index = index;
-        r.log_append_time_ms = -1;
-        match p {
-            Pending::Failed(error, text) => {
-                r.error_code = error.code();
-                r.error_message = message(text);
-                r.base_offset = -1;
-                r.log_start_offset = -1;
-            }
+        let outcome = match p {
+            Pending::Failed(error, text) => Err((error, text)),
             Pending::Appended {
                 base,
-                log_start: start,
+                log_start,
                 durable,
                 partition,
                 replicated,
@@ -231,24 +220,16 @@ async fn acknowledge(
                 // NOT_ENOUGH_REPLICAS_AFTER_APPEND: the client may retry; an
                 // idempotent producer's retry is recognised).
                 Ok(()) if replicated && !in_sync_enough(ctx, &topic, partition) => {
-                    r.error_code = ResponseError::NotEnoughReplicasAfterAppend.code();
-                    r.base_offset = -1;
-                    r.log_start_offset = -1;
+                    Err((ResponseError::NotEnoughReplicasAfterAppend, None))
                 }
                 Ok(()) => {
                     metrics.produced(&topic, records, bytes);
-                    r.base_offset = base.to_wire();
-                    r.log_start_offset = log_start(start);
+                    Ok((base, log_start))
                 }
-                Err(e) => {
-                    r.error_code = e.code();
-                    r.error_message = message(Some(e.to_string()));
-                    r.base_offset = -1;
-                    r.log_start_offset = -1;
-                }
+                Err(e) => Err((e.kafka_error(), Some(e.to_string()))),
             },
-        }
-        (topic, r)
+        };
+        (topic, partition_answer(version, index, outcome))
     }))
     .await;
     let mut response = ProduceResponse::default();
@@ -264,6 +245,36 @@ async fn acknowledge(
         }
     }
     Reply::Respond(response)
+}
+
+/// Partition `index`'s answer at `version`: its base offset and log start once stored,
+/// or the error and its message. Fields a version lacks keep their defaults (the
+/// message is v8+, the log start v5+), or encoding fails.
+fn partition_answer(
+    version: i16,
+    index: i32,
+    outcome: Result<(Offset, Offset), (ResponseError, Option<String>)>,
+) -> PartitionProduceResponse {
+    let mut r = PartitionProduceResponse::default();
+    r.index = index;
+    r.log_append_time_ms = -1;
+    match outcome {
+        Ok((base, log_start)) => {
+            r.base_offset = base.to_wire();
+            r.log_start_offset = if version >= 5 {
+                log_start.to_wire()
+            } else {
+                -1
+            };
+        }
+        Err((error, message)) => {
+            r.error_code = error.code();
+            r.error_message = message.filter(|_| version >= 8).map(StrBytes::from_string);
+            r.base_offset = -1;
+            r.log_start_offset = -1;
+        }
+    }
+    r
 }
 
 /// Produce in two phases. The appends run in request order, before the connection
@@ -285,19 +296,17 @@ impl Handler for Produce {
         }
     }
 
-    // The in-order phase's output is the concurrent phase: a future yielding a future is
-    // the point.
-    #[allow(clippy::manual_async_fn, clippy::async_yields_async)]
-    fn start(
+    async fn start(
         ctx: Rc<ShardContext>,
         call: Call,
         request: ProduceRequest,
-    ) -> impl Future<Output = impl Future<Output = Reply<ProduceResponse>> + 'static> {
-        async move {
-            let access = Access::of(&ctx, &call).await;
-            let appended = append(&ctx, &access, &request).await;
-            acknowledge(ctx, call.version(), appended)
+    ) -> Phase<ProduceResponse, impl Future<Output = Reply<ProduceResponse>> + 'static> {
+        let access = Access::of(&ctx, &call).await;
+        let appended = append(&ctx, &access, &request).await;
+        if appended.acks == 0 {
+            return Phase::Done(unanswered(&ctx, &appended.pending));
         }
+        Phase::Rest(acknowledge(ctx, call.version(), appended))
     }
 
     async fn answer(
@@ -305,6 +314,58 @@ impl Handler for Produce {
         call: Call,
         request: ProduceRequest,
     ) -> Reply<ProduceResponse> {
-        Self::start(ctx, call, request).await.await
+        Self::start(ctx, call, request).await.finish().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::protocol::{Decodable, Encodable};
+
+    use super::*;
+    use crate::api::Route;
+
+    /// `answer` in a response encoded at `version` and read back.
+    fn at(version: i16, answer: PartitionProduceResponse) -> PartitionProduceResponse {
+        let mut t = TopicProduceResponse::default();
+        t.partition_responses.push(answer);
+        let mut response = ProduceResponse::default();
+        response.responses.push(t);
+        let mut buf = bytes::BytesMut::new();
+        response
+            .encode(&mut buf, version)
+            .unwrap_or_else(|e| panic!("v{version} encodes: {e}"));
+        let mut back = ProduceResponse::decode(&mut buf.freeze(), version).expect("decodes");
+        back.responses.remove(0).partition_responses.remove(0)
+    }
+
+    #[test]
+    fn every_served_version_encodes_a_stored_and_a_failed_partition() {
+        let route = Route::of(kafka_protocol::messages::ApiKey::Produce).expect("served");
+        for version in route.version_min..=route.version_max {
+            let stored = at(
+                version,
+                partition_answer(version, 3, Ok((Offset(42), Offset(7)))),
+            );
+            assert_eq!((stored.index, stored.error_code), (3, 0));
+            assert_eq!(stored.base_offset, 42);
+            let start = if version >= 5 { 7 } else { -1 };
+            assert_eq!(stored.log_start_offset, start, "v{version}");
+
+            let refusal = (
+                ResponseError::NotEnoughReplicas,
+                Some("1 in sync".to_string()),
+            );
+            let failed = at(version, partition_answer(version, 3, Err(refusal)));
+            assert_eq!(failed.error_code, ResponseError::NotEnoughReplicas.code());
+            assert_eq!((failed.base_offset, failed.log_start_offset), (-1, -1));
+            let message = failed.error_message.as_ref().map(|m| m.as_str());
+            let expected = if version >= 8 {
+                Some("1 in sync")
+            } else {
+                None
+            };
+            assert_eq!(message, expected, "v{version}");
+        }
     }
 }

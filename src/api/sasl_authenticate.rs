@@ -7,7 +7,6 @@
 use std::{future::Future, rc::Rc};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use futures_util::future::LocalBoxFuture;
 use kafka_protocol::{
     messages::{ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse},
     ResponseError,
@@ -25,7 +24,7 @@ use crate::{
 
 use super::{
     session::{LoginState, Session},
-    str_bytes, Call, Decoded, Handler, Reply,
+    str_bytes, Call, Decoded, Handler, Phase, Reply, Started,
 };
 
 /// One step of a SASL login.
@@ -61,13 +60,23 @@ impl Handler for SaslAuthenticate {
     }
 
     // The login's state moves before the next request is decoded.
-    #[allow(clippy::manual_async_fn, clippy::async_yields_async)]
-    fn start(
+    async fn start(
         ctx: Rc<ShardContext>,
         call: Call,
         request: SaslAuthenticateRequest,
-    ) -> impl Future<Output = impl Future<Output = Reply<SaslAuthenticateResponse>> + 'static> {
-        async move {
+    ) -> Phase<
+        SaslAuthenticateResponse,
+        impl Future<Output = Reply<SaslAuthenticateResponse>> + 'static,
+    > {
+        Phase::done(Self::answer(ctx, call, request).await)
+    }
+
+    async fn answer(
+        ctx: Rc<ShardContext>,
+        call: Call,
+        request: SaslAuthenticateRequest,
+    ) -> Reply<SaslAuthenticateResponse> {
+        {
             let session = &call.session;
             let step = step(&ctx, session.take(), request.auth_bytes).await;
             let mut response = SaslAuthenticateResponse::default();
@@ -86,24 +95,14 @@ impl Handler for SaslAuthenticate {
                     // The session stays refused: the connection closes after this.
                 }
             }
-            async move { Reply::Respond(response) }
+            Reply::Respond(response)
         }
-    }
-
-    async fn answer(
-        ctx: Rc<ShardContext>,
-        call: Call,
-        request: SaslAuthenticateRequest,
-    ) -> Reply<SaslAuthenticateResponse> {
-        Self::start(ctx, call, request).await.await
     }
 }
 
 /// A bare SASL token (after SaslHandshake v0) as a request: the same step as a
 /// SaslAuthenticate, answered with a bare length-prefixed token; a failed step sends
 /// nothing and closes the connection, as Kafka does.
-// The boxed in-order phase yields the boxed concurrent phase, on purpose.
-#[allow(clippy::async_yields_async)]
 pub(super) fn raw_token(token: Bytes, session: Rc<Session>) -> Decoded {
     Decoded {
         key: ApiKey::SaslAuthenticate,
@@ -126,7 +125,7 @@ pub(super) fn raw_token(token: Bytes, session: Rc<Session>) -> Decoded {
                         None
                     }
                 };
-                Box::pin(async move { framed }) as LocalBoxFuture<'static, Option<Bytes>>
+                Started::Framed(framed)
             })
         }),
     }

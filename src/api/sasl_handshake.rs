@@ -16,7 +16,7 @@ use crate::shard::context::ShardContext;
 
 use super::{
     session::{LoginState, Session},
-    str_bytes, Call, Handler, Reply,
+    str_bytes, Call, Handler, Phase, Reply,
 };
 
 /// Chooses the connection's SASL mechanism.
@@ -32,24 +32,13 @@ impl Handler for SaslHandshake {
 
     // The login's state moves before the next request is decoded: an in-order phase
     // with nothing after it.
-    #[allow(clippy::manual_async_fn, clippy::async_yields_async)]
-    fn start(
+    async fn start(
         ctx: Rc<ShardContext>,
         call: Call,
         request: SaslHandshakeRequest,
-    ) -> impl Future<Output = impl Future<Output = Reply<SaslHandshakeResponse>> + 'static> {
-        async move {
-            let offered = ctx
-                .config
-                .sasl
-                .as_ref()
-                .map_or(&[][..], |s| &s.mechanisms[..]);
-            let response = choose(&call.session, offered, request.mechanism.as_str());
-            if call.version() == 0 && response.error_code == 0 {
-                call.session.use_raw_tokens();
-            }
-            async move { Reply::Respond(response) }
-        }
+    ) -> Phase<SaslHandshakeResponse, impl Future<Output = Reply<SaslHandshakeResponse>> + 'static>
+    {
+        Phase::done(Self::answer(ctx, call, request).await)
     }
 
     async fn answer(
@@ -57,7 +46,16 @@ impl Handler for SaslHandshake {
         call: Call,
         request: SaslHandshakeRequest,
     ) -> Reply<SaslHandshakeResponse> {
-        Self::start(ctx, call, request).await.await
+        let offered = ctx
+            .config
+            .sasl
+            .as_ref()
+            .map_or(&[][..], |s| &s.mechanisms[..]);
+        let response = choose(&call.session, offered, request.mechanism.as_str());
+        if call.version() == 0 && response.error_code == 0 {
+            call.session.use_raw_tokens();
+        }
+        Reply::Respond(response)
     }
 }
 
