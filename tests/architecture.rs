@@ -127,6 +127,11 @@ fn imports(module: &Module, path: &Path, all: &BTreeMap<Module, PathBuf>) -> BTr
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
                 .collect();
+            // `super::{a, b}` names `super::a` and `super::b` (the use tree, expanded
+            // above), not the parent module itself.
+            if text[i + tail.len()..].starts_with('{') {
+                continue;
+            }
             paths.push(tail.split("::").map(String::from).collect());
         }
     }
@@ -229,6 +234,20 @@ fn the_checker_sees_a_circle_when_there_is_one() {
     );
     std::fs::write(src.join("b.rs"), "// super::a::inner is only a comment\n").expect("write");
     assert!(circles(src).is_empty());
+    // A use tree under `super::` imports its leaves, not the parent: no circle between
+    // `a` and `a/inner` when `a` names `inner` and `inner` names only its sibling.
+    std::fs::write(
+        src.join("a/mod.rs"),
+        "pub mod inner;\npub mod sibling;\nuse self::inner::Thing;\n",
+    )
+    .expect("write");
+    std::fs::write(src.join("a/sibling.rs"), "pub struct S;\n").expect("write");
+    std::fs::write(
+        src.join("a/inner.rs"),
+        "use super::{sibling::S};\nuse crate::a::inner::X;\n",
+    )
+    .expect("write");
+    assert!(circles(src).is_empty(), "{:?}", circles(src));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use glommio::sync::Semaphore;
 use super::{
     metadata_view::{Leadership, MetadataSnapshot, MetadataView, ProduceRules, TopicShape},
     open_logs::{OpenLogs, PartitionKey},
-    tasks::{self, Tasks},
+    tasks::Tasks,
 };
 use crate::{
     config::BrokerConfig,
@@ -82,8 +82,8 @@ pub struct ShardContext {
 }
 
 impl ShardContext {
-    /// Starts the shard's storage, opens the partitions placed on it and starts its
-    /// background tasks (see `shard::tasks`).
+    /// Starts the shard's storage and opens the partitions placed on it; its background
+    /// tasks are started apart (`shard::background`).
     pub async fn start(
         id: ShardId,
         config: Arc<BrokerConfig>,
@@ -124,7 +124,6 @@ impl ShardContext {
         });
         ctx.resync().await;
         ctx.open_owned_partitions().await;
-        tasks::start(&ctx);
         Ok(ctx)
     }
 

@@ -42,7 +42,7 @@ impl Publisher {
             };
             let (gauges, seen) = parts
                 .entry(partition)
-                .or_insert_with(|| (ctx.metrics.partition_gauges(topic, partition), round));
+                .or_insert_with(|| (ctx.metrics.partitions.gauges(topic, partition), round));
             *seen = round;
             let o = log.offsets();
             gauges.set(PartitionOffsets {
@@ -63,13 +63,13 @@ impl Publisher {
             parts.retain(|partition, (_, seen)| {
                 let open = *seen == round;
                 if !open {
-                    ctx.metrics.forget_partition(topic, *partition);
+                    ctx.metrics.partitions.forget_partition(topic, *partition);
                     ctx.lags.report(topic, *partition, 0);
                 }
                 open
             });
             if parts.is_empty() {
-                ctx.metrics.forget_topic(topic);
+                ctx.metrics.partitions.forget_topic(topic);
             }
             !parts.is_empty()
         });
@@ -77,15 +77,19 @@ impl Publisher {
         for (group, _, state) in ctx.coordinator.list(Vec::new()) {
             if let Some((_, generation, members)) = ctx.coordinator.describe(&group) {
                 ctx.metrics
-                    .publish_group(&group, state.kafka_name(), generation, members);
+                    .groups
+                    .publish(&group, state.kafka_name(), generation, members);
                 groups_now.insert(group);
             }
         }
         for group in groups.difference(&groups_now) {
-            ctx.metrics.forget_group(group);
+            ctx.metrics.groups.forget(group);
         }
         *groups = groups_now;
         let held_kib = ctx.inflight_kib_held();
-        ctx.metrics.inflight_bytes.set((held_kib * 1024) as i64);
+        ctx.metrics
+            .connections
+            .inflight_bytes
+            .set((held_kib * 1024) as i64);
     }
 }

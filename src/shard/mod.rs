@@ -2,6 +2,7 @@
 //! each with its own storage, partitions and listener. Shards share nothing on the
 //! data path; the topic registry is the only state they all read.
 
+mod background;
 pub mod compactor;
 pub mod context;
 mod group_routing;
@@ -319,6 +320,7 @@ fn serve(
                 )
                 .await
                 .map_err(|source| BrokerError::Storage { shard, source })?;
+                background::start(&ctx);
                 if shard == 0 && ctx.config.sasl.is_some() {
                     // Serve once the users exist, or anyway after a while (a cluster
                     // host without a controller keeps trying meanwhile).

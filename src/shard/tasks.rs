@@ -1,6 +1,7 @@
-//! A shard's background tasks in one list: each has a name, all are started by
-//! [`start`], and [`Tasks::stop`] ends them before the shard closes its logs, so no
-//! retention pass or compaction is still touching a log being closed.
+//! A shard's running background tasks: each has a name, sleeps between its rounds in
+//! a way [`Tasks::stop`] can cut short, and is stopped before the shard closes its
+//! logs, so no retention pass or compaction is still touching a log being closed. Which
+//! tasks a shard runs is listed in `shard::background`.
 
 use std::{
     cell::RefCell,
@@ -11,21 +12,9 @@ use std::{
 
 use glommio::{sync::Semaphore, task::JoinHandle};
 
-use super::{compactor, context::ShardContext, metrics_publisher, strays};
-use crate::{group::coordinator::Coordinator, replication::roles};
-
 /// How long [`Tasks::stop`] waits for a task in the middle of its work before it
 /// cancels it at its next await.
 const STOP_WAIT: Duration = Duration::from_secs(2);
-
-/// How often an idle shard looks for metadata changes (a deleted topic's logs go then).
-const RESYNC_INTERVAL: Duration = Duration::from_millis(100);
-
-/// How often the coordinator expires sessions and ends rebalances that timed out.
-const GROUP_TIMERS_INTERVAL: Duration = Duration::from_millis(100);
-
-/// When shard 0 looks for partition directories nobody holds.
-const STRAY_SWEEP_DELAY: Duration = Duration::from_secs(2);
 
 /// The running background tasks of one shard.
 pub struct Tasks {
@@ -40,57 +29,6 @@ impl Default for Tasks {
             stopping: Rc::new(Semaphore::new(0)),
             running: RefCell::new(Vec::new()),
         }
-    }
-}
-
-/// Starts every background task of the shard `ctx`.
-pub fn start(ctx: &Rc<ShardContext>) {
-    let tasks = &ctx.tasks;
-    let weak = Rc::downgrade(ctx);
-    tasks.periodic("resync", RESYNC_INTERVAL, weak.clone(), async |ctx| {
-        ctx.resync().await
-    });
-    tasks.periodic(
-        "group timers",
-        GROUP_TIMERS_INTERVAL,
-        Rc::downgrade(&ctx.coordinator),
-        async |c: &Rc<Coordinator>| c.expire(std::time::Instant::now()),
-    );
-    tasks.periodic(
-        "retention",
-        super::context::RETENTION_CHECK_INTERVAL,
-        weak.clone(),
-        async |ctx| ctx.enforce_retention().await,
-    );
-    tasks.periodic(
-        "compaction",
-        compactor::COMPACTION_CHECK_INTERVAL,
-        weak.clone(),
-        compactor::pass,
-    );
-    let mut publisher = metrics_publisher::Publisher::default();
-    tasks.periodic(
-        "metrics",
-        metrics_publisher::PUBLISH_INTERVAL,
-        weak.clone(),
-        async move |ctx| publisher.publish(ctx),
-    );
-    if ctx.id.0 == 0 {
-        tasks.after(
-            "stray sweep",
-            STRAY_SWEEP_DELAY,
-            weak.clone(),
-            async |ctx| {
-                ctx.resync().await;
-                strays::sweep(ctx).await;
-            },
-        );
-    }
-    if let Some(cluster) = &ctx.config.cluster {
-        let mut roles = roles::Roles::new(cluster.replica_lag_time_max);
-        tasks.periodic("replication roles", roles::CHECK, weak, async move |ctx| {
-            roles.check(ctx).await
-        });
     }
 }
 

@@ -1,0 +1,71 @@
+//! The list of a shard's background tasks, started in one place once the shard's
+//! storage is open (see `shard::tasks` for how they run and stop).
+
+use std::{rc::Rc, time::Duration};
+
+use super::{
+    compactor,
+    context::{ShardContext, RETENTION_CHECK_INTERVAL},
+    metrics_publisher, strays,
+};
+use crate::{group::coordinator::Coordinator, replication::roles};
+
+/// How often an idle shard looks for metadata changes (a deleted topic's logs go then).
+const RESYNC_INTERVAL: Duration = Duration::from_millis(100);
+
+/// How often the coordinator expires sessions and ends rebalances that timed out.
+const GROUP_TIMERS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// When shard 0 looks for partition directories nobody holds.
+const STRAY_SWEEP_DELAY: Duration = Duration::from_secs(2);
+
+/// Starts every background task of the shard `ctx`.
+pub(super) fn start(ctx: &Rc<ShardContext>) {
+    let tasks = &ctx.tasks;
+    let weak = Rc::downgrade(ctx);
+    tasks.periodic("resync", RESYNC_INTERVAL, weak.clone(), async |ctx| {
+        ctx.resync().await
+    });
+    tasks.periodic(
+        "group timers",
+        GROUP_TIMERS_INTERVAL,
+        Rc::downgrade(&ctx.coordinator),
+        async |c: &Rc<Coordinator>| c.expire(std::time::Instant::now()),
+    );
+    tasks.periodic(
+        "retention",
+        RETENTION_CHECK_INTERVAL,
+        weak.clone(),
+        async |ctx| ctx.enforce_retention().await,
+    );
+    tasks.periodic(
+        "compaction",
+        compactor::COMPACTION_CHECK_INTERVAL,
+        weak.clone(),
+        compactor::pass,
+    );
+    let mut publisher = metrics_publisher::Publisher::default();
+    tasks.periodic(
+        "metrics",
+        metrics_publisher::PUBLISH_INTERVAL,
+        weak.clone(),
+        async move |ctx| publisher.publish(ctx),
+    );
+    if ctx.id.0 == 0 {
+        tasks.after(
+            "stray sweep",
+            STRAY_SWEEP_DELAY,
+            weak.clone(),
+            async |ctx| {
+                ctx.resync().await;
+                strays::sweep(ctx).await;
+            },
+        );
+    }
+    if let Some(cluster) = &ctx.config.cluster {
+        let mut roles = roles::Roles::new(cluster.replica_lag_time_max);
+        tasks.periodic("replication roles", roles::CHECK, weak, async move |ctx| {
+            roles.check(ctx).await
+        });
+    }
+}
