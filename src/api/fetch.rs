@@ -214,7 +214,7 @@ fn count(metrics: &ShardMetrics, topics: &[FetchableTopicResponse]) {
             .filter_map(|p| p.records.as_ref())
             .map(Bytes::len)
             .sum();
-        metrics.fetched(t.topic.0.as_str(), bytes as u64);
+        metrics.partitions.fetched(t.topic.0.as_str(), bytes as u64);
     }
 }
 

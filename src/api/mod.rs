@@ -408,9 +408,9 @@ fn decode_as<H: Handler>(call: Call, body: Bytes) -> Result<Decoded, RequestErro
                 let counted = Rc::clone(&ctx);
                 let frame = move |reply: Reply<H::Response>| {
                     let api = api_name::<H>();
-                    counted.metrics.request(api, decoded_at.elapsed());
+                    counted.metrics.requests.request(api, decoded_at.elapsed());
                     if let Reply::Respond(r) | Reply::RespondAt(_, r) = &reply {
-                        H::errors(r, &mut |code| counted.metrics.error(api, code));
+                        H::errors(r, &mut |code| counted.metrics.requests.error(api, code));
                     }
                     match reply {
                         Reply::Respond(r) => encode(key, correlation_id, version, &r),

@@ -178,10 +178,10 @@ fn unanswered(ctx: &ShardContext, pending: &[(String, i32, Pending)]) -> Reply<P
     for (topic, _, p) in pending {
         match p {
             Pending::Appended { records, bytes, .. } => {
-                ctx.metrics.produced(topic, *records, *bytes)
+                ctx.metrics.partitions.produced(topic, *records, *bytes)
             }
             Pending::Failed(e, _) => {
-                ctx.metrics.error("Produce", e.code());
+                ctx.metrics.requests.error("Produce", e.code());
                 failed = true;
             }
         }
@@ -223,7 +223,7 @@ async fn acknowledge(
                     Err((ResponseError::NotEnoughReplicasAfterAppend, None))
                 }
                 Ok(()) => {
-                    metrics.produced(&topic, records, bytes);
+                    metrics.partitions.produced(&topic, records, bytes);
                     Ok((base, log_start))
                 }
                 Err(e) => Err((e.kafka_error(), Some(e.to_string()))),

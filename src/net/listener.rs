@@ -141,19 +141,19 @@ async fn accept_loop(
             Ok(stream) => {
                 let ctx = Rc::clone(&ctx);
                 let tls = tls.clone();
-                ctx.metrics.connections_accepted.inc();
-                ctx.metrics.connections_open.inc();
+                ctx.metrics.connections.accepted.inc();
+                ctx.metrics.connections.open.inc();
                 glommio::spawn_local(async move {
                     let peer = stream.peer_addr().ok();
                     let client = connection::Client::default();
                     let outcome = open(Rc::clone(&ctx), stream, peer, tls, &client).await;
-                    ctx.metrics.connections_open.dec();
-                    ctx.metrics.connection_closed(match &outcome {
+                    ctx.metrics.connections.open.dec();
+                    ctx.metrics.connections.closed(match &outcome {
                         Ok(()) => "client",
                         Err(e) => e.reason(),
                     });
                     if let Err(e) = outcome {
-                        let loud = e.is_protocol() && ctx.metrics.protocol_log_due();
+                        let loud = e.is_protocol() && ctx.metrics.connections.protocol_log_due();
                         e.log(ctx.id.0, peer, &client, loud);
                     }
                 })
