@@ -17,7 +17,7 @@ use kafka_protocol::{
     messages::{
         fetch_request::{FetchPartition, FetchTopic},
         fetch_response::PartitionData,
-        BrokerId, FetchRequest,
+        BrokerId, FetchRequest, FetchResponse,
     },
     ResponseError,
 };
@@ -112,8 +112,9 @@ pub async fn run(ctx: Rc<ShardContext>, session: Rc<FetchSession>) {
             continue;
         };
         let result = match connect_with(&dialer, &addr, "weir-replica").await {
-            Ok((mut writer, mut reader)) => {
-                replicate(&ctx, &session, &mut writer, &mut reader).await
+            Ok((writer, reader)) => {
+                let mut leader = Connection { writer, reader };
+                replicate(&*ctx, &session, &mut leader).await
             }
             Err(e) => Err(e.into()),
         };
@@ -137,16 +138,91 @@ fn leader_addr(ctx: &ShardContext, leader: NodeId) -> Option<String> {
     Some(format!("{}:{port}", host.advertise))
 }
 
-async fn replicate(
-    ctx: &ShardContext,
+/// The leader a follower fetches from, as the fetcher needs it (a mock in tests).
+#[allow(async_fn_in_trait)] // used on the shard only, never sent between threads
+pub trait Leader {
+    /// Sends one Fetch and waits for its answer.
+    async fn fetch(&mut self, request: &FetchRequest) -> Result<FetchResponse, ReplicaError>;
+}
+
+/// The replica logs a follower keeps, as the fetcher needs them.
+#[allow(async_fn_in_trait)]
+pub trait ReplicaLogs {
+    /// This follower's node id, sent with each fetch.
+    fn node(&self) -> NodeId;
+    /// The log of partition `p` of `topic`, opened on first use.
+    async fn replica(&self, topic: &str, p: u32) -> Result<PartitionLog, PartitionError>;
+    /// Truncates that log as `how` says and opens it again.
+    async fn cut(
+        &self,
+        topic: &str,
+        p: u32,
+        how: Truncation,
+    ) -> Result<PartitionLog, PartitionError>;
+    /// Applies offsets journal commits this replica now holds durably.
+    async fn apply_journal(&self, payload: &ProducePayload) -> Result<(), ReplicaError>;
+}
+
+impl ReplicaLogs for ShardContext {
+    fn node(&self) -> NodeId {
+        self.node
+    }
+
+    async fn replica(&self, topic: &str, p: u32) -> Result<PartitionLog, PartitionError> {
+        ShardContext::replica(self, topic, p).await
+    }
+
+    async fn cut(
+        &self,
+        topic: &str,
+        p: u32,
+        how: Truncation,
+    ) -> Result<PartitionLog, PartitionError> {
+        self.cut_replica(topic, p, how).await
+    }
+
+    async fn apply_journal(&self, payload: &ProducePayload) -> Result<(), ReplicaError> {
+        // A journal replica applies the commits it now holds to its host's LMDB.
+        self.coordinator
+            .apply_journal(payload)
+            .await
+            .map_err(|e| ReplicaError::Journal(e.to_string()))
+    }
+}
+
+/// A connection to the leader shard's own port.
+struct Connection {
+    writer: RequestWriter,
+    reader: ResponseReader,
+}
+
+impl Leader for Connection {
+    async fn fetch(&mut self, request: &FetchRequest) -> Result<FetchResponse, ReplicaError> {
+        let (writer, reader) = (&mut self.writer, &mut self.reader);
+        futures_lite::future::or(
+            async { Some(call::<FetchRequest>(writer, reader, request, FETCH_VERSION).await) },
+            async {
+                glommio::timer::sleep(ANSWER_TIMEOUT).await;
+                None
+            },
+        )
+        .await
+        .ok_or(ReplicaError::Timeout(ANSWER_TIMEOUT))?
+        .map_err(ReplicaError::from)
+    }
+}
+
+/// Fetches `session`'s partitions from `leader` into `logs` until the session stops or
+/// the leader fails.
+pub async fn replicate(
+    logs: &impl ReplicaLogs,
     session: &FetchSession,
-    writer: &mut RequestWriter,
-    reader: &mut ResponseReader,
+    leader: &mut impl Leader,
 ) -> Result<(), ReplicaError> {
     while !session.stopped() {
         let mut asked = Vec::new();
         for (key, epoch) in session.due(Instant::now()) {
-            match ctx.replica(&key.0, key.1).await {
+            match logs.replica(&key.0, key.1).await {
                 Ok(log) => asked.push(Asked { key, epoch, log }),
                 Err(e) => sit_out(session, &key, &ReplicaError::Partition(e)),
             }
@@ -155,16 +231,8 @@ async fn replicate(
             glommio::timer::sleep(RETRY).await;
             continue;
         }
-        let request = fetch_request(ctx.node, &asked);
-        let answer = futures_lite::future::or(
-            async { Some(call::<FetchRequest>(writer, reader, &request, FETCH_VERSION).await) },
-            async {
-                glommio::timer::sleep(ANSWER_TIMEOUT).await;
-                None
-            },
-        )
-        .await
-        .ok_or(ReplicaError::Timeout(ANSWER_TIMEOUT))??;
+        let request = fetch_request(logs.node(), &asked);
+        let answer = leader.fetch(&request).await?;
         // Every partition's batches go into the group commit first, then all are
         // waited for together: one flush round, not one per partition. `asked` is in
         // key order, so each answer finds its partition without a key being built.
@@ -181,7 +249,7 @@ async fn replicate(
                 if std::mem::replace(&mut answered[i], true) || !session.current(&a.key, a.epoch) {
                     continue;
                 }
-                match take(ctx, a, part).await {
+                match take(logs, a, part).await {
                     Ok(Some(x)) => appending.push((i, x)),
                     Ok(None) => {}
                     Err(e) => sit_out(session, &a.key, &e),
@@ -189,7 +257,7 @@ async fn replicate(
             }
         }
         for (i, x) in appending {
-            if let Err(e) = settle(ctx, &asked[i], x).await {
+            if let Err(e) = settle(logs, &asked[i], x).await {
                 sit_out(session, &asked[i].key, &e);
             }
         }
@@ -210,7 +278,7 @@ fn sit_out(session: &FetchSession, key: &PartitionKey, e: &ReplicaError) {
 /// appends its batches (to be waited for by [`settle`]); an answer without batches
 /// is settled at once.
 async fn take(
-    ctx: &ShardContext,
+    logs: &impl ReplicaLogs,
     a: &Asked,
     mut part: PartitionData,
 ) -> Result<Option<Appending>, ReplicaError> {
@@ -220,14 +288,14 @@ async fn take(
         NextStep::Refused(e) => return Err(ReplicaError::Refused(e)),
         NextStep::RestartAt(start) => {
             tracing::warn!(topic = %key.0, partition = key.1, start = start.0, log_end = log.log_end().0, "the leader's log starts past this replica's end: starting again there");
-            ctx.cut_replica(&key.0, key.1, Truncation::RestartAt(start))
+            logs.cut(&key.0, key.1, Truncation::RestartAt(start))
                 .await
                 .map_err(ReplicaError::Partition)?;
             return Ok(None);
         }
         NextStep::CutTail(cut) => {
             tracing::warn!(topic = %key.0, partition = key.1, epoch = part.diverging_epoch.epoch, at = cut.0, log_end = log.log_end().0, "cutting a divergent tail");
-            ctx.cut_replica(&key.0, key.1, Truncation::Tail(cut))
+            logs.cut(&key.0, key.1, Truncation::Tail(cut))
                 .await
                 .map_err(ReplicaError::Partition)?;
             return Ok(None);
@@ -254,14 +322,10 @@ async fn take(
 /// Waits until an answer's batches are durable here, then applies what follows from
 /// them: offsets journal commits to the host's LMDB, the leader's high watermark and
 /// log start.
-async fn settle(ctx: &ShardContext, a: &Asked, x: Appending) -> Result<(), ReplicaError> {
+async fn settle(logs: &impl ReplicaLogs, a: &Asked, x: Appending) -> Result<(), ReplicaError> {
     x.appended.durable.waiting_for(Wait::Local).await?;
     if let Some(payload) = &x.journal {
-        // A journal replica applies the commits it now holds to its host's LMDB.
-        ctx.coordinator
-            .apply_journal(payload)
-            .await
-            .map_err(|e| ReplicaError::Journal(e.to_string()))?;
+        logs.apply_journal(payload).await?;
     }
     follow_leader(&a.log, &x.answer).await
 }
@@ -309,3 +373,7 @@ fn fetch_request(me: NodeId, asked: &[Asked]) -> FetchRequest {
     r.topics = topics;
     r
 }
+
+#[cfg(test)]
+#[path = "fetcher_tests.rs"]
+mod tests;

@@ -194,27 +194,8 @@ impl Replication {
         offset: Offset,
         last_epoch: i32,
     ) -> FetchCheck {
-        if last_epoch >= 0 {
-            let diverging = match log.epoch_end(last_epoch) {
-                Some(e) if e.epoch == last_epoch && e.end_offset >= offset => None,
-                Some(e) => Some(e),
-                // The follower has an epoch newer than any here (it led and appended
-                // what nobody else got): it keeps at most what precedes that epoch,
-                // up to where this log's newest epoch ends.
-                None => Some(match log.leader_epochs().latest() {
-                    Some(latest) => EpochEnd {
-                        epoch: latest,
-                        end_offset: log.log_end(),
-                    },
-                    None => EpochEnd {
-                        epoch: -1,
-                        end_offset: log.log_start_offset(),
-                    },
-                }),
-            };
-            if let Some(end) = diverging {
-                return FetchCheck::Diverging(end);
-            }
+        if let Some(end) = divergence(log, offset, last_epoch) {
+            return FetchCheck::Diverging(end);
         }
         if let Some(pr) = self.led.borrow_mut().get_mut(key) {
             if pr.fetched(node, offset, log.log_end(), Instant::now()) {
@@ -222,6 +203,32 @@ impl Replication {
             }
         }
         FetchCheck::Read
+    }
+}
+
+/// The leader's rule for a replica fetching at `offset` whose last fetched epoch is
+/// `last_epoch` (-1: none): where its log parted from the leader's `log`, if it did —
+/// the end of the last epoch both have, which the follower cuts back to.
+pub fn divergence(log: &PartitionLog, offset: Offset, last_epoch: i32) -> Option<EpochEnd> {
+    if last_epoch < 0 {
+        return None;
+    }
+    match log.epoch_end(last_epoch) {
+        Some(e) if e.epoch == last_epoch && e.end_offset >= offset => None,
+        Some(e) => Some(e),
+        // The follower has an epoch newer than any here (it led and appended what
+        // nobody else got): it keeps at most what precedes that epoch, up to where this
+        // log's newest epoch ends.
+        None => Some(match log.leader_epochs().latest() {
+            Some(latest) => EpochEnd {
+                epoch: latest,
+                end_offset: log.log_end(),
+            },
+            None => EpochEnd {
+                epoch: -1,
+                end_offset: log.log_start_offset(),
+            },
+        }),
     }
 }
 

@@ -1,33 +1,14 @@
 //! Fault-injection and idempotence tests of the partition log.
 
 use super::*;
+pub(super) use crate::storage::test_support::start_storage;
 use crate::storage::{
     failpoint,
     producer_state::SequenceError,
-    shard_storage::ShardStorageConfig,
     test_support::{run, test_dir},
-    Clock, FlushConfig, ShardStorage,
+    ShardStorage,
 };
 use weir_client::record_batch::build_batch;
-
-/// Shard storage in `dir` that flushes as soon as it can.
-pub(super) async fn start_storage(dir: &Path) -> ShardStorage {
-    ShardStorage::start(
-        ShardStorageConfig {
-            data_dir: dir.to_path_buf(),
-            flush: FlushConfig {
-                interval: std::time::Duration::ZERO,
-                ..FlushConfig::default()
-            },
-            cache_bytes_max: 1 << 20,
-            metrics: Default::default(),
-            recycle: Default::default(),
-        },
-        Clock::System,
-    )
-    .await
-    .expect("start")
-}
 
 /// Opens (or reopens) the log in `dir`/t-0.
 async fn open_t0(storage: &ShardStorage, dir: &Path) -> PartitionLog {
