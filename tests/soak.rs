@@ -13,7 +13,7 @@
 //! are measured and reported, never asserted: a neighbour's burst would fail the run
 //! with nothing wrong in the broker.
 //!
-//! The test command runs it for 60 s (`WEIR_SOAK_SECONDS`); the soak of the README is
+//! The test command runs it for 60 s (`WEIR_SOAK_SECONDS`); the soak of docs/guarantees.md is
 //! the long version, on an idle machine:
 //! `cargo build --release --workspace && WEIR_SOAK_SECONDS=600 cargo test --release
 //! --test soak -- --nocapture`. Long runs (5 minutes or more) leave out the first two
@@ -371,7 +371,7 @@ fn a_soak_below_the_maximum_holds_memory_and_latency_steady() {
     let (e2e_median, e2e_worst, e2e_worst_unstalled) = per_second(&e2e_seconds);
     // Seconds behind the schedule: latency counts from each message's scheduled send,
     // so a median above 50 ms means the producer was tens of ms behind — a backlog,
-    // whether the broker or the client's in-flight window held it (see the README).
+    // whether the broker or the client's in-flight window held it (see docs/guarantees.md).
     let behind = produce_p50_seconds
         .iter()
         .filter(|(_, p50)| *p50 > 50.0)

@@ -10,7 +10,7 @@ use super::{Result, StorageError};
 pub const STORED_BATCH_BYTES_MAX: usize = 128 << 20;
 
 /// How a segment file gets its disk space as it grows. Chosen by measurement (see
-/// `benches/durable_append.rs` and the README): the difference is what the fdatasync
+/// `benches/durable_append.rs` and docs/architecture.md): the difference is what the fdatasync
 /// after each group commit has to persist besides the data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileGrowth {
@@ -97,7 +97,7 @@ impl Default for LogConfig {
             retention_bytes_max: None,
             index_interval_bytes: 4096,
             write_chunk_bytes_max: 1 << 20,
-            // Measured by `benches/storage.sh` (figures in the README): with plain
+            // Measured by `benches/storage.sh` (figures in docs/architecture.md): with plain
             // appends every fdatasync also commits the new size and the block allocation
             // through the ext4 journal, which caps a 1 ms group commit at ~0.66x of fio's
             // sequential write bandwidth; fallocate'd (unwritten) extents cost the same

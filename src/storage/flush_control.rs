@@ -31,7 +31,7 @@
 //! `spin_before_park` once when its executor starts running, and a spinning task cannot
 //! stand in for it — an always-ready task queue keeps the executor in its run-queue loop
 //! until the preempt timer fires, so io_uring completions would wait for the timer.
-//! Polling stays a setting (`--spin-before-park`; README "Adaptive group commit" has
+//! Polling stays a setting (`--spin-before-park`; docs/architecture.md "Adaptive group commit" has
 //! what it buys).
 //!
 //! Bounds: the interval stays within `[0, target / 2]`. Durability is never traded: the

@@ -20,7 +20,7 @@
 //!
 //! On disk, a partition is a directory of segments named by their 20-digit base offset:
 //! `.log` (batches exactly as Kafka stores them), `.index` and `.timeindex` (Kafka's
-//! layouts). See the README for the format.
+//! layouts). See docs/architecture.md ("On-disk format") for the format.
 
 pub mod batch_cache;
 pub mod batch_compaction;

@@ -1,6 +1,6 @@
 //! Growing a segment file by writing zeros ahead of its data, so that data writes only
 //! overwrite allocated, written blocks and a group commit's fdatasync is a bare device
-//! flush (see the README's "How a segment file grows"). Zeros go out in pieces, one
+//! flush (see docs/architecture.md, "How a segment file grows"). Zeros go out in pieces, one
 //! piece at a time per shard through its [`ZeroFillSlot`].
 
 use std::{cell::Cell, rc::Rc};
