@@ -420,6 +420,26 @@ impl Group {
         }
     }
 
+    /// Answers every member waiting in a JoinGroup or a SyncGroup with `error`.
+    pub(super) fn fail_waiters(&mut self, error: ResponseError) {
+        for (id, m) in self.members.iter_mut() {
+            if let Some(reply) = m.join_reply.take() {
+                let _ = reply.try_send(JoinResult {
+                    error: Some(error),
+                    generation: -1,
+                    member_id: id.clone(),
+                    ..JoinResult::default()
+                });
+            }
+            if let Some(reply) = m.sync_reply.take() {
+                let _ = reply.try_send(SyncResult {
+                    error: Some(error),
+                    ..SyncResult::default()
+                });
+            }
+        }
+    }
+
     pub(super) fn remove_member(&mut self, id: &str, now: Instant) {
         self.static_members.retain(|_, m| m != id);
         if let Some(m) = self.members.remove(id) {

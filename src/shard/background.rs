@@ -8,12 +8,13 @@ use super::{
     context::{ShardContext, RETENTION_CHECK_INTERVAL},
     metrics_publisher, strays,
 };
-use crate::{group::coordinator::Coordinator, replication::roles};
+use crate::replication::roles;
 
 /// How often an idle shard looks for metadata changes (a deleted topic's logs go then).
 const RESYNC_INTERVAL: Duration = Duration::from_millis(100);
 
-/// How often the coordinator expires sessions and ends rebalances that timed out.
+/// How often the coordinator expires sessions, ends rebalances that timed out and drops
+/// the groups this shard no longer coordinates.
 const GROUP_TIMERS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// When shard 0 looks for partition directories nobody holds.
@@ -29,8 +30,11 @@ pub(super) fn start(ctx: &Rc<ShardContext>) {
     tasks.periodic(
         "group timers",
         GROUP_TIMERS_INTERVAL,
-        Rc::downgrade(&ctx.coordinator),
-        async |c: &Rc<Coordinator>| c.expire(std::time::Instant::now()),
+        weak.clone(),
+        async |ctx| {
+            ctx.coordinator.expire(std::time::Instant::now());
+            ctx.coordinator.evict(|group| ctx.owns_group(group));
+        },
     );
     tasks.periodic(
         "retention",

@@ -69,6 +69,24 @@ impl Coordinator {
         }
     }
 
+    /// Drops the groups `keep` refuses — this shard no longer coordinates them (their
+    /// journal partition moved): every member waiting in a JoinGroup or SyncGroup is
+    /// answered NOT_COORDINATOR at once, so its client finds the new coordinator instead
+    /// of waiting out the rebalance timeout, and a group that comes back later starts
+    /// again from its committed generation, not from this shard's stale state. Returns
+    /// the groups dropped.
+    pub fn evict(&self, keep: impl Fn(&str) -> bool) -> Vec<String> {
+        let mut groups = self.groups.borrow_mut();
+        let gone: Vec<String> = groups.keys().filter(|g| !keep(g)).cloned().collect();
+        for id in &gone {
+            if let Some(mut group) = groups.remove(id) {
+                group.fail_waiters(ResponseError::NotCoordinator);
+                tracing::info!(group = %id, "no longer coordinating a group: dropped its state here");
+            }
+        }
+        gone
+    }
+
     fn new_member_id(&self, client_id: &str, now: Instant) -> String {
         let mut n = self.next_member.borrow_mut();
         *n += 1;

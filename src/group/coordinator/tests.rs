@@ -306,3 +306,29 @@ fn a_new_coordinator_continues_the_generations_of_the_groups_offsets() {
         );
     });
 }
+
+#[test]
+fn a_group_that_moves_away_answers_its_waiting_members_not_coordinator() {
+    let dir = test_dir();
+    run(async move {
+        let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
+        let c = Coordinator::new(Arc::clone(&store));
+        let a = join_new(&c).await;
+        c.sync("g", 1, &a.member_id, None, vec![]).await;
+        // b's join waits for a to rejoin (up to the 5 s rebalance timeout) when the
+        // group's coordinator moves to another shard.
+        let c2 = Rc::clone(&c);
+        let b_join = glommio::spawn_local(async move { join_new(&c2).await });
+        glommio::timer::sleep(Duration::from_millis(10)).await;
+        assert_eq!(c.evict(|g| g != "g"), ["g"]);
+        let started = Instant::now();
+        let b = b_join.await;
+        assert_eq!(b.error, Some(ResponseError::NotCoordinator));
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "answered at once"
+        );
+        assert!(c.describe("g").is_none(), "nothing stale left here");
+        assert!(c.evict(|_| false).is_empty());
+    });
+}
