@@ -247,6 +247,16 @@ fn every_relative_link_points_at_a_file() {
     assert!(broken.is_empty(), "links to nothing: {broken:#?}");
 }
 
+/// The flag `word` names (`--flush-mode` → `flush-mode`), if it is one.
+fn flag_in(word: &str) -> Option<String> {
+    let flag: String = word
+        .strip_prefix("--")?
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    (!flag.is_empty()).then_some(flag)
+}
+
 /// Every `--flag` a binary's help lists, over all its subcommands.
 fn flags_of(binary: &Path) -> BTreeSet<String> {
     let mut flags = BTreeSet::new();
@@ -275,17 +285,10 @@ fn flags_of(binary: &Path) -> BTreeSet<String> {
                     _ => in_commands = false,
                 }
             }
-            for word in line.split(|c: char| c.is_whitespace() || c == ',' || c == '=') {
-                if let Some(flag) = word.strip_prefix("--") {
-                    let flag: String = flag
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
-                        .collect();
-                    if !flag.is_empty() {
-                        flags.insert(flag);
-                    }
-                }
-            }
+            flags.extend(
+                line.split(|c: char| c.is_whitespace() || c == ',' || c == '=')
+                    .filter_map(flag_in),
+            );
         }
     }
     flags
@@ -310,17 +313,7 @@ fn quoted_flags(text: &str, binary: &str) -> Vec<String> {
             let end = rest
                 .find(['`', '|', ';', ')', '&', '#'])
                 .unwrap_or(rest.len());
-            for word in rest[..end].split_whitespace() {
-                if let Some(flag) = word.strip_prefix("--") {
-                    let flag: String = flag
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
-                        .collect();
-                    if !flag.is_empty() {
-                        out.push(flag);
-                    }
-                }
-            }
+            out.extend(rest[..end].split_whitespace().filter_map(flag_in));
         }
     }
     out

@@ -29,6 +29,17 @@ struct MockLeader {
     asked: Vec<(i64, i32)>,
 }
 
+impl MockLeader {
+    /// A leader serving `log` for `answers` fetches.
+    fn new(log: &PartitionLog, answers: usize) -> MockLeader {
+        MockLeader {
+            log: log.clone(),
+            answers,
+            asked: Vec::new(),
+        }
+    }
+}
+
 impl Leader for MockLeader {
     async fn fetch(&mut self, request: &FetchRequest) -> Result<FetchResponse, ReplicaError> {
         if self.answers == 0 {
@@ -160,11 +171,7 @@ fn a_follower_appends_what_the_leader_has_and_follows_its_high_watermark() {
         let dir = test_dir();
         let (leader_log, follower) = pair(dir.path()).await;
         lead(&leader_log, 3, 3).await;
-        let mut leader = MockLeader {
-            log: leader_log.clone(),
-            answers: 2,
-            asked: Vec::new(),
-        };
+        let mut leader = MockLeader::new(&leader_log, 2);
         follow(&follower, &mut leader).await;
         let log = follower.replica(TOPIC, 0).await.expect("log");
         assert_eq!(log.log_end(), Offset(6));
@@ -183,11 +190,7 @@ fn a_diverged_tail_is_cut_where_the_leaders_epoch_ended_and_refetched() {
         // Both logs hold epoch 1's first 4 records; the follower, once a leader of
         // epoch 2, also wrote 4 records nobody else got; the leader moved on in epoch 3.
         lead(&leader_log, 1, 2).await;
-        let mut leader = MockLeader {
-            log: leader_log.clone(),
-            answers: 1,
-            asked: Vec::new(),
-        };
+        let mut leader = MockLeader::new(&leader_log, 1);
         follow(&follower, &mut leader).await;
         let mine = follower.replica(TOPIC, 0).await.expect("log");
         lead(&mine, 2, 2).await;
@@ -221,11 +224,7 @@ fn a_leader_whose_log_starts_past_the_followers_end_restarts_it_there() {
             .delete_records(Offset(8))
             .await
             .expect("delete records");
-        let mut leader = MockLeader {
-            log: leader_log.clone(),
-            answers: 2,
-            asked: Vec::new(),
-        };
+        let mut leader = MockLeader::new(&leader_log, 2);
         follow(&follower, &mut leader).await;
         let log = follower.replica(TOPIC, 0).await.expect("log");
         assert_eq!(leader.asked, [(0, -1), (8, -1)]);
