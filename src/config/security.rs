@@ -1,8 +1,6 @@
 //! The security section: TLS listeners, SASL and the authorizer. Each is off unless
 //! asked for; half of a setting (a certificate without a listener) is refused.
 
-use std::path::PathBuf;
-
 use super::{invalid, options::ServeOptions, BrokerConfig, ConfigError};
 use crate::{
     net::tls::TlsConfig,
@@ -21,14 +19,13 @@ pub(super) fn apply(c: &mut BrokerConfig, o: &ServeOptions) -> Result<(), Config
 
 /// The TLS settings: all of listen, cert and key, or none (a client CA needs them).
 fn tls_from(o: &ServeOptions) -> Result<Option<TlsConfig>, ConfigError> {
-    let client_ca: Option<PathBuf> = o.tls_client_ca.clone();
     match (o.tls_listen, &o.tls_cert, &o.tls_key) {
-        (None, None, None) if client_ca.is_none() => Ok(None),
+        (None, None, None) if o.tls_client_ca.is_none() => Ok(None),
         (Some(listen), Some(cert), Some(key)) => Ok(Some(TlsConfig {
             listen,
             cert: cert.clone(),
             key: key.clone(),
-            client_ca,
+            client_ca: o.tls_client_ca.clone(),
         })),
         _ => Err(invalid(
             "--tls-listen",

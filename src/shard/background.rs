@@ -33,6 +33,9 @@ pub(super) fn start(ctx: &Rc<ShardContext>) {
         weak.clone(),
         async |ctx| {
             ctx.coordinator.expire(std::time::Instant::now());
+            // Caught up first, so each group's ownership is read from the shard's own
+            // snapshot rather than from a copy of the registry's view per group.
+            ctx.resync().await;
             ctx.coordinator.evict(|group| ctx.owns_group(group));
         },
     );
