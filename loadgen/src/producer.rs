@@ -140,10 +140,8 @@ async fn produce(
     let mut batches = Accumulator::new(stream, config, control.start_ns);
     loop {
         let now = now_ns();
+        batches.generate_due(now, control);
         let stopping = control.stopping(now) || batches.quota_reached();
-        if !stopping {
-            batches.generate(now);
-        }
         if !batches.sendable(now, stopping) {
             if stopping && batches.is_empty() {
                 break;
@@ -161,10 +159,8 @@ async fn produce(
         }
         // Messages that fell due while every slot was busy join the batches about to go.
         let now = now_ns();
+        batches.generate_due(now, control);
         let stopping = control.stopping(now) || batches.quota_reached();
-        if !stopping {
-            batches.generate(now);
-        }
         let (request, sent) = batches.take_request(now, stopping);
         let correlation_id = writer
             .send(&request, PRODUCE_VERSION)
@@ -264,6 +260,24 @@ impl<'a> Accumulator<'a> {
 
     fn is_empty(&self) -> bool {
         self.ready.is_empty() && self.open.iter().all(Option::is_none)
+    }
+
+    /// Appends the messages due by `now`, but once the run's time is up only those that
+    /// fell due before its end: a wake-up after the end (a slot freed late, a busy core)
+    /// still sends the schedule's last messages instead of dropping them, and open
+    /// throttle generates nothing more. Nothing after an abort.
+    fn generate_due(&mut self, now: u64, control: &Control) {
+        if control.aborted() {
+            return;
+        }
+        match control.end_ns {
+            Some(end) if now >= end => {
+                if self.period_ns > 0.0 {
+                    self.generate(end - 1);
+                }
+            }
+            _ => self.generate(now),
+        }
     }
 
     /// Appends every message due by `now` (with a rate) or, in open throttle, until each
@@ -529,6 +543,21 @@ mod tests {
         assert!(sent[0].1.windows(2).all(|w| w[1] - w[0] == 2_000_000));
         assert!(a.is_empty());
         assert_eq!(a.next_event_ns(), 20_000_000);
+    }
+
+    #[test]
+    fn a_wake_up_after_the_end_still_sends_every_message_due_before_it() {
+        let (s, c) = (stream(1000.0), config(1 << 20, 0));
+        let mut a = Accumulator::new(&s, &c, 0);
+        let control = Control::new(0, Some(3_000_000_000), 1);
+        a.generate_due(2_000_000_000, &control);
+        assert_eq!(a.generated, 2001);
+        a.generate_due(3_014_000_000, &control);
+        assert_eq!(a.generated, 3000, "due before the end: 0 ms .. 2,999 ms");
+        let (o, c) = (stream(0.0), config(1 << 20, 0));
+        let mut open = Accumulator::new(&o, &c, 0);
+        open.generate_due(3_000_000_000, &control);
+        assert_eq!(open.generated, 0, "open throttle stops at the end");
     }
 
     #[test]
