@@ -51,8 +51,14 @@ pub const RECORD_COUNT_AT: usize = 57;
 pub const ATTRIBUTE_COMPRESSION_MASK: i16 = 0x07;
 /// The attribute bit marking a batch whose timestamps are the broker's append time.
 pub const ATTRIBUTE_LOG_APPEND_TIME: i16 = 0x08;
+/// The attribute bit marking a batch of a transaction.
+pub const ATTRIBUTE_TRANSACTIONAL: i16 = 0x10;
 /// The attribute bit marking a control batch (transaction markers).
 pub const ATTRIBUTE_CONTROL: i16 = 0x20;
+/// A control record's key type ending a transaction by aborting it.
+pub const MARKER_ABORT: i16 = 0;
+/// A control record's key type ending a transaction by committing it.
+pub const MARKER_COMMIT: i16 = 1;
 
 const _: () = assert!(RECORD_COUNT_AT + 4 == HEADER_BYTES);
 const _: () = assert!(BATCH_LENGTH_AT + 4 == LOG_OVERHEAD_BYTES);
@@ -94,6 +100,7 @@ pub struct BatchBuilder {
     base_timestamp_ms: i64,
     max_timestamp_ms: i64,
     producer: Producer,
+    attributes: i16,
 }
 
 impl BatchBuilder {
@@ -108,7 +115,14 @@ impl BatchBuilder {
             base_timestamp_ms,
             max_timestamp_ms: base_timestamp_ms,
             producer: Producer::NONE,
+            attributes: 0,
         }
+    }
+
+    /// Marks the batch as part of its producer's open transaction.
+    pub fn transactional(mut self) -> BatchBuilder {
+        self.attributes |= ATTRIBUTE_TRANSACTIONAL;
+        self
     }
 
     /// Stamps the batch with an idempotent producer's fields.
@@ -199,6 +213,7 @@ impl BatchBuilder {
         header[BATCH_LENGTH_AT..LEADER_EPOCH_AT].copy_from_slice(&batch_length.to_be_bytes());
         header[LEADER_EPOCH_AT..MAGIC_AT].copy_from_slice(&(-1i32).to_be_bytes());
         header[MAGIC_AT] = MAGIC_V2 as u8;
+        header[ATTRIBUTES_AT..LAST_OFFSET_DELTA_AT].copy_from_slice(&self.attributes.to_be_bytes());
         header[LAST_OFFSET_DELTA_AT..BASE_TIMESTAMP_AT]
             .copy_from_slice(&(self.records - 1).to_be_bytes());
         header[BASE_TIMESTAMP_AT..MAX_TIMESTAMP_AT]
@@ -214,6 +229,40 @@ impl BatchBuilder {
         seal_crc(&mut self.buf);
         self.buf.freeze()
     }
+}
+
+/// The control batch that ends transaction `producer`'s open transaction on a
+/// partition: one record whose key is `(version 0, MARKER_COMMIT | MARKER_ABORT)` and
+/// whose value is `(version 0, coordinator_epoch)`, transactional and control bits set,
+/// base sequence -1 — Kafka's `EndTransactionMarker` encoding.
+pub fn control_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+    timestamp_ms: i64,
+) -> Bytes {
+    let mut key = [0u8; 4];
+    let kind = if commit { MARKER_COMMIT } else { MARKER_ABORT };
+    key[2..].copy_from_slice(&kind.to_be_bytes());
+    let mut value = [0u8; 6];
+    value[2..].copy_from_slice(&coordinator_epoch.to_be_bytes());
+    let mut b = BatchBuilder::new(32, timestamp_ms).producer(Producer {
+        id: producer_id,
+        epoch: producer_epoch,
+        base_sequence: -1,
+    });
+    b.attributes = ATTRIBUTE_TRANSACTIONAL | ATTRIBUTE_CONTROL;
+    b.push(timestamp_ms, Some(&key), &value);
+    b.finish()
+}
+
+/// The marker type of a control record's key, `MARKER_COMMIT` or `MARKER_ABORT`, or
+/// `None` when the key is not a version-0 marker key.
+pub fn marker_kind(key: &[u8]) -> Option<i16> {
+    (key.len() >= 4 && be_i16(key, 0) == 0)
+        .then(|| be_i16(key, 2))
+        .filter(|k| *k == MARKER_COMMIT || *k == MARKER_ABORT)
 }
 
 /// A batch of `record_count` records (at least one) whose values are all `value`, with

@@ -4,6 +4,9 @@
 //! are readable or the wait is over). Fetch sessions are declined (session id 0), which
 //! Kafka allows: clients then send full fetches.
 //!
+//! A `read_committed` fetch (isolation level 1) reads nothing at or past the partition's
+//! last stable offset and is told which transactions in what it read were aborted.
+//!
 //! A fetch with a replica id is a follower's: it reads everything durable on the leader
 //! (not only what is committed), reports the follower's durable end (its fetch offset)
 //! to the leader's replication state, and is told to cut its log first when its last
@@ -17,8 +20,8 @@ use std::{
 use bytes::Bytes;
 use kafka_protocol::{
     messages::{
-        fetch_response::{FetchableTopicResponse, PartitionData},
-        BrokerId, FetchRequest, FetchResponse,
+        fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData},
+        BrokerId, FetchRequest, FetchResponse, ProducerId,
     },
     ResponseError,
 };
@@ -28,7 +31,7 @@ use crate::{
     replication::FetchCheck,
     security::acl::Operation,
     shard::context::{PartitionError, ShardContext},
-    storage::{Offset, StorageError},
+    storage::{partition_txns::AbortedTxn, Offset, StorageError},
 };
 
 use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
@@ -50,6 +53,8 @@ async fn read_all(
     // Fields a version does not have must keep their defaults, or encoding fails.
     let with_log_start = version >= 5;
     let replica = req.replica_id.0 >= 0;
+    // READ_COMMITTED (v4+): nothing at or past the LSO, and the aborted transactions.
+    let read_committed = version >= 4 && req.isolation_level == 1 && !replica;
     let mut budget = (req.max_bytes.max(0) as usize).min(RESPONSE_RECORD_BYTES_MAX);
     let mut total = 0usize;
     let mut errors = false;
@@ -131,6 +136,7 @@ async fn read_all(
                         }
                     }
                     let max = (partition.partition_max_bytes.max(0) as usize).min(budget);
+                    let mut stable = None;
                     let result = if partition.fetch_offset < 0 {
                         Err(StorageError::OffsetOutOfRange {
                             requested: offset,
@@ -146,13 +152,25 @@ async fn read_all(
                     } else if replica {
                         // A follower copies everything durable, committed or not.
                         log.read_replica(offset, max.max(1)).await
+                    } else if read_committed {
+                        log.read_committed(offset, max.max(1))
+                            .await
+                            .map(|(r, view)| {
+                                stable = Some(view);
+                                r
+                            })
                     } else {
                         log.read(offset, max.max(1)).await
                     };
                     match result {
                         Ok(read) => {
                             d.high_watermark = read.high_watermark.to_wire();
-                            d.last_stable_offset = read.high_watermark.to_wire();
+                            d.last_stable_offset = log.last_stable_offset().to_wire();
+                            if let Some(view) = stable {
+                                d.last_stable_offset = view.last_stable.to_wire();
+                                d.aborted_transactions =
+                                    Some(view.aborted.iter().map(aborted_entry).collect());
+                            }
                             if with_log_start {
                                 d.log_start_offset = read.log_start_offset.to_wire();
                             }
@@ -188,6 +206,14 @@ async fn read_all(
         topics.push(t);
     }
     (topics, total, errors)
+}
+
+/// An aborted transaction as a fetch response names it.
+fn aborted_entry(a: &AbortedTxn) -> AbortedTransaction {
+    let mut t = AbortedTransaction::default();
+    t.producer_id = ProducerId(a.producer_id);
+    t.first_offset = a.first_offset.to_wire();
+    t
 }
 
 /// The most record bytes the answer to `req` can carry, not counting the one batch a

@@ -63,6 +63,15 @@ impl Handler for ListOffsets {
                 ) {
                     (None, _) => r.error_code = ResponseError::InvalidRequest.code(),
                     (_, Err(e)) => r.error_code = e.code(),
+                    // READ_COMMITTED's latest offset is the last stable offset (v2+).
+                    (Some(TimestampQuery::Latest), Ok(log))
+                        if call.version() >= 2 && req.isolation_level == 1 =>
+                    {
+                        r.offset = log.last_stable_offset().to_wire();
+                        if call.version() >= 4 {
+                            r.leader_epoch = 0;
+                        }
+                    }
                     (Some(q), Ok(log)) => match log.offset_for_timestamp(q).await {
                         Ok(Some(found)) => {
                             r.offset = found.offset.to_wire();

@@ -33,6 +33,7 @@ pub mod flush;
 pub mod flush_control;
 pub mod log_env;
 pub mod partition_log;
+pub mod partition_txns;
 pub mod producer_state;
 pub mod record_batch;
 pub mod recovery;

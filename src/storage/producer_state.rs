@@ -163,6 +163,22 @@ impl ProducerStates {
         entry.batches.push_back(batch);
     }
 
+    /// Moves `producer_id` to `epoch` when that is newer (a transaction marker written
+    /// at a bumped epoch fences the producer's older selves here), forgetting the older
+    /// epoch's sequences.
+    pub fn fence(&mut self, producer_id: i64, epoch: i16) {
+        let entry = self.producers.entry(producer_id).or_default();
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+    }
+
+    /// The epoch `producer_id` is at here, if it is known.
+    pub fn epoch_of(&self, producer_id: i64) -> Option<i16> {
+        self.producers.get(&producer_id).map(|e| e.epoch)
+    }
+
     /// True when the batch of `producer_id` ending at `last_offset` is one the table
     /// remembers (to answer a retry or continue the sequence): compaction keeps it.
     pub fn remembers(&self, producer_id: i64, last_offset: Offset) -> bool {

@@ -31,11 +31,13 @@ use bytes::Bytes;
 
 use super::Offset;
 
-pub use weir_client::record_batch::ATTRIBUTE_LOG_APPEND_TIME;
 use weir_client::record_batch::{
     be_i16, be_i32, be_i64, ATTRIBUTES_AT, BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, BATCH_LENGTH_AT,
     CRC_AT, CRC_COVERED_FROM, LAST_OFFSET_DELTA_AT, LEADER_EPOCH_AT, MAGIC_AT, MAX_TIMESTAMP_AT,
     PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_COUNT_AT,
+};
+pub use weir_client::record_batch::{
+    ATTRIBUTE_CONTROL, ATTRIBUTE_LOG_APPEND_TIME, ATTRIBUTE_TRANSACTIONAL,
 };
 pub use weir_client::record_batch::{HEADER_BYTES, LOG_OVERHEAD_BYTES, MAGIC_V2};
 
@@ -104,6 +106,9 @@ pub enum BatchError {
     /// A produce payload held no batch at all.
     #[error("record set is empty")]
     Empty,
+    /// A control batch whose record is not a version-0 COMMIT or ABORT marker.
+    #[error("control batch at offset {0} is not a transaction marker")]
+    InvalidMarker(i64),
 }
 
 /// A validated RecordBatch v2: a view over bytes whose header, length and CRC have been
@@ -135,6 +140,8 @@ pub struct BatchHeader {
     pub base_sequence: i32,
     /// `partitionLeaderEpoch`.
     pub leader_epoch: i32,
+    /// `attributes`.
+    pub attributes: i16,
 }
 
 impl BatchHeader {
@@ -159,7 +166,18 @@ impl BatchHeader {
             producer_epoch: be_i16(bytes, PRODUCER_EPOCH_AT),
             base_sequence: be_i32(bytes, BASE_SEQUENCE_AT),
             leader_epoch: be_i32(bytes, LEADER_EPOCH_AT),
+            attributes: be_i16(bytes, ATTRIBUTES_AT),
         })
+    }
+
+    /// True for a batch of a transaction (data or marker).
+    pub fn is_transactional(&self) -> bool {
+        self.attributes & ATTRIBUTE_TRANSACTIONAL != 0
+    }
+
+    /// True for a control batch (a transaction marker).
+    pub fn is_control(&self) -> bool {
+        self.attributes & ATTRIBUTE_CONTROL != 0
     }
 
     /// The offset of the last record, `baseOffset + lastOffsetDelta`.
@@ -228,6 +246,16 @@ impl<'a> RecordBatch<'a> {
     /// `attributes`: compression codec, timestamp type, transactional and control bits.
     pub fn attributes(&self) -> i16 {
         be_i16(self.bytes, ATTRIBUTES_AT)
+    }
+
+    /// True for a batch of a transaction (data or marker).
+    pub fn is_transactional(&self) -> bool {
+        self.attributes() & ATTRIBUTE_TRANSACTIONAL != 0
+    }
+
+    /// True for a control batch (a transaction marker).
+    pub fn is_control(&self) -> bool {
+        self.attributes() & ATTRIBUTE_CONTROL != 0
     }
 
     /// `baseTimestamp`, the timestamp of the first record.

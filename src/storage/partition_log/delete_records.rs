@@ -80,6 +80,7 @@ impl PartitionLog {
             let mut st = shared.state.borrow_mut();
             st.log_start = st.log_start.max(before);
             let log_start = st.log_start;
+            st.txns.forget_below(log_start);
             // Whole segments below the new start, never the active one.
             let n = st
                 .segments

@@ -35,6 +35,7 @@ use super::{
     error::FenceReason,
     flush::FlushTarget,
     log_env::LogEnv,
+    partition_txns::PartitionTxns,
     producer_state::{sequence_after, BatchSequence, ProducerStates},
     record_batch::ProducePayload,
     recovery::RecoveryReport,
@@ -62,6 +63,9 @@ mod retention;
 #[cfg(test)]
 mod tests;
 mod timestamp_lookup;
+#[cfg(test)]
+mod transaction_tests;
+mod transactions;
 
 pub use compaction::{CompactionReport, Pace, CLEANED_SUFFIX};
 pub use delete_records::LOG_START_FILE;
@@ -70,6 +74,7 @@ pub use leader_epochs::{EpochEnd, LeaderEpochs};
 pub use log_dir::{claim_dir, topic_id_in, Claim, PARTITION_METADATA_FILE};
 pub use replica::{cut_log, Truncation};
 pub use timestamp_lookup::{TimestampOffset, TimestampQuery};
+pub use transactions::{StableView, TXN_CHECKPOINT_FILE};
 
 use log_dir::list_segments;
 use producer_rebuild::check_sequences;
@@ -109,6 +114,8 @@ struct LogState {
     /// Segments out of the log whose files a failure kept from the pool, oldest first.
     unretired: VecDeque<retention::Retired>,
     producers: ProducerStates,
+    /// The partition's transactions: open ones, aborted ones, the LSO.
+    txns: PartitionTxns,
     log_start: Offset,
     log_end: Offset,
     /// One past the last offset this replica made durable.
@@ -140,6 +147,7 @@ impl LogState {
             None => self.durable_end,
         };
         self.high_watermark = self.high_watermark.max(allowed);
+        self.txns.settle(self.high_watermark);
     }
 
     /// Wakers of the appends that may have become durable or committed.
@@ -273,6 +281,7 @@ impl PartitionLog {
                 segments,
                 unretired: VecDeque::new(),
                 producers: ProducerStates::default(),
+                txns: PartitionTxns::default(),
                 log_start,
                 log_end,
                 durable_end: log_end,
@@ -293,6 +302,7 @@ impl PartitionLog {
         let log = PartitionLog { shared };
         log.load_epochs().await?;
         log.rebuild_producer_states().await?;
+        log.rebuild_transactions().await?;
         Ok((log, reports))
     }
 
@@ -417,13 +427,19 @@ impl PartitionLog {
         self.refuse(&st)?;
         let base_offset = st.log_end;
         let mut next = base_offset;
+        // Read before anything is stored, so a malformed marker stores nothing.
+        let kinds = payload
+            .batches()
+            .map(|b| transactions::txn_batch(&b))
+            .collect::<Result<Vec<_>>>()?;
         let LogState {
             segments,
             producers,
+            txns,
             ..
         } = &mut *st;
         let active = segments.back_mut().expect("active segment");
-        for batch in payload.batches() {
+        for (batch, kind) in payload.batches().zip(kinds) {
             let epoch = match stamp {
                 Stamp::Leader(epoch) => epoch,
                 Stamp::Replica => batch.partition_leader_epoch(),
@@ -441,7 +457,12 @@ impl PartitionLog {
             }
             active.append(&batch, next, epoch);
             let last = Offset(next.0 + batch.offset_count() - 1);
-            if batch.producer_id() >= 0 {
+            if let Some(kind) = kind {
+                txns.record(batch.producer_id(), kind, next, last);
+            }
+            if batch.is_control() {
+                producers.fence(batch.producer_id(), batch.producer_epoch());
+            } else if batch.producer_id() >= 0 {
                 producers.record(
                     batch.producer_id(),
                     batch.producer_epoch(),
@@ -546,15 +567,16 @@ impl PartitionLog {
             Some(&env.pool),
         )
         .await?;
-        let mut st = shared.state.borrow_mut();
-        st.segments
-            .back_mut()
-            .expect("active segment")
-            .start_sealing();
-        st.segments.push_back(segment);
-        drop(st);
+        {
+            let mut st = shared.state.borrow_mut();
+            st.segments
+                .back_mut()
+                .expect("active segment")
+                .start_sealing();
+            st.segments.push_back(segment);
+        }
         self.enqueue_flush(0);
-        Ok(())
+        self.checkpoint_transactions(base).await
     }
 
     /// Stored batches starting with the one that contains `offset`, at most `max_bytes`

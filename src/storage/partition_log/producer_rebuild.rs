@@ -24,6 +24,22 @@ pub(super) fn check_sequences(
         if producer_id < 0 {
             continue;
         }
+        if batch.is_control() {
+            // A marker carries no sequence; one from an older epoch is a stale
+            // coordinator's (or a fenced producer's) and is refused.
+            let epoch = batch.producer_epoch();
+            match producers.epoch_of(producer_id) {
+                Some(current) if epoch < current => {
+                    return Err(SequenceError::StaleEpoch {
+                        producer_id,
+                        epoch,
+                        current,
+                    }
+                    .into())
+                }
+                _ => continue,
+            }
+        }
         let first = batch.base_sequence();
         let last = sequence_after(first, batch.last_offset_delta());
         let states = scratch.as_ref().unwrap_or(producers);
@@ -98,6 +114,7 @@ impl PartitionLog {
             reader
                 .find(start, SCAN_WINDOW_BYTES, |h| {
                     if h.producer_id >= 0 {
+                        // Markers are kept too: they fence older epochs.
                         seen.borrow_mut().push(*h);
                     }
                     // Leader epochs begin where the epoch first appears.
@@ -109,6 +126,10 @@ impl PartitionLog {
                 })
                 .await?;
             for h in seen.into_inner() {
+                if h.is_control() {
+                    producers.fence(h.producer_id, h.producer_epoch);
+                    continue;
+                }
                 producers.record(
                     h.producer_id,
                     h.producer_epoch,

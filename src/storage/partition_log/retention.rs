@@ -91,6 +91,8 @@ impl PartitionLog {
             if let Some(first) = st.segments.front() {
                 st.log_start = st.log_start.max(first.base());
             }
+            let log_start = st.log_start;
+            st.txns.forget_below(log_start);
             removed
                 .into_iter()
                 .map(|s| Retired::new(shared.env.id, s))

@@ -1,0 +1,124 @@
+//! The log's transactions over real O_DIRECT segments: markers, the LSO, the aborted
+//! list, and their rebuild on reopen (from the roll checkpoint and from a full scan).
+
+use super::*;
+use crate::storage::{
+    partition_txns::AbortedTxn,
+    test_support::{run, start_storage, test_dir},
+    ShardStorage,
+};
+use weir_client::record_batch::{BatchBuilder, Producer};
+
+async fn open(storage: &ShardStorage, dir: &Path, segment_bytes: u64) -> PartitionLog {
+    let config = LogConfig {
+        segment_bytes,
+        ..LogConfig::default()
+    };
+    storage
+        .open_log(&dir.join("t-0"), config)
+        .await
+        .expect("open")
+        .0
+}
+
+/// A transactional batch of `n` records from producer `id`, sequences from `seq`.
+fn txn_batch(id: i64, seq: i32, n: u32) -> ProducePayload {
+    let mut b = BatchBuilder::new(4096, 0)
+        .producer(Producer {
+            id,
+            epoch: 0,
+            base_sequence: seq,
+        })
+        .transactional();
+    for _ in 0..n {
+        b.push(0, None, &[7; 1000]);
+    }
+    ProducePayload::validate(b.finish(), 1 << 20).expect("valid")
+}
+
+async fn stored(log: &PartitionLog, payload: &ProducePayload) -> Offset {
+    let a = log.append(payload, 0).await.expect("append");
+    a.durable.await.expect("durable");
+    a.base_offset
+}
+
+async fn marker(log: &PartitionLog, id: i64, commit: bool) -> Offset {
+    let a = log
+        .append_marker(id, 0, commit, 0, 0)
+        .await
+        .expect("marker");
+    a.durable.await.expect("durable");
+    a.base_offset
+}
+
+fn aborted(id: i64, first: u64, last: u64) -> AbortedTxn {
+    AbortedTxn {
+        producer_id: id,
+        first_offset: Offset(first),
+        last_offset: Offset(last),
+    }
+}
+
+#[test]
+fn markers_move_the_lso_and_aborted_transactions_survive_reopening() {
+    for segment_bytes in [1 << 30, 4096] {
+        let dir = test_dir();
+        run(async move {
+            let storage = start_storage(dir.path()).await;
+            let log = open(&storage, dir.path(), segment_bytes).await;
+            assert_eq!(stored(&log, &txn_batch(1, 0, 3)).await, Offset(0));
+            assert_eq!(stored(&log, &txn_batch(2, 0, 2)).await, Offset(3));
+            assert_eq!(log.high_watermark(), Offset(5));
+            assert_eq!(log.last_stable_offset(), Offset(0), "1 is open from 0");
+            assert_eq!(marker(&log, 1, false).await, Offset(5));
+            assert_eq!(log.last_stable_offset(), Offset(3), "2 is open from 3");
+            assert_eq!(stored(&log, &txn_batch(1, 3, 1)).await, Offset(6));
+            assert_eq!(marker(&log, 2, true).await, Offset(7));
+            assert_eq!(log.last_stable_offset(), Offset(6), "1's second one");
+            let view = log.stable_view(Offset(0));
+            assert_eq!(view.aborted, vec![aborted(1, 0, 5)]);
+            assert_eq!(log.open_transactions(), vec![(1, Offset(6))]);
+            // Reads of records below the LSO return whole batches as stored.
+            let read = log.read(Offset(0), 1 << 20).await.expect("read");
+            assert!(!read.records.is_empty());
+            log.close().await.expect("close");
+
+            let log = open(&storage, dir.path(), segment_bytes).await;
+            assert_eq!(log.last_stable_offset(), Offset(6), "rebuilt after reopen");
+            assert_eq!(log.stable_view(Offset(0)).aborted, vec![aborted(1, 0, 5)]);
+            assert_eq!(log.stable_view(Offset(6)).aborted, vec![]);
+            marker(&log, 1, true).await;
+            assert_eq!(log.last_stable_offset(), log.high_watermark());
+            if segment_bytes == 4096 {
+                assert!(log.offsets().segments > 1, "the test rolled segments");
+                assert!(dir.path().join("t-0").join(TXN_CHECKPOINT_FILE).exists());
+            }
+            log.close().await.expect("close");
+            storage.shutdown().await;
+        });
+    }
+}
+
+#[test]
+fn a_marker_at_an_older_epoch_than_the_partitions_is_refused_and_a_newer_one_fences() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let log = open(&storage, dir.path(), 1 << 30).await;
+        stored(&log, &txn_batch(1, 0, 1)).await;
+        // The coordinator aborted at a bumped epoch: the zombie at epoch 0 is fenced.
+        let a = log.append_marker(1, 1, false, 0, 0).await.expect("marker");
+        a.durable.await.expect("durable");
+        let zombie = log.append(&txn_batch(1, 1, 1), 0).await;
+        assert!(
+            matches!(zombie, Err(StorageError::Sequence(_))),
+            "an epoch-0 batch after an epoch-1 marker"
+        );
+        assert!(matches!(
+            log.append_marker(1, 0, true, 0, 0).await,
+            Err(StorageError::Sequence(_))
+        ));
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}

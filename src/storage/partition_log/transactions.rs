@@ -1,0 +1,223 @@
+//! The log's transactions ([`PartitionTxns`]): fed by every append, rebuilt when the log
+//! opens, and read by `read_committed` fetches and ListOffsets.
+//!
+//! Rebuilding must not rescan a long log: at every roll the log checkpoints its
+//! transactions as of the new segment's base (temporary file, fdatasync, rename), and
+//! opening reads that checkpoint and scans only the batches after it — in practice the
+//! active segment. A checkpoint past the log's end (the log was cut below it) is not
+//! trusted and the whole log is scanned instead, which only a follower cut past its last
+//! roll pays.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use weir_client::record_batch::{control_batch, marker_kind, MARKER_COMMIT};
+
+use super::{LogRead, PartitionLog, Stamp};
+use crate::storage::{
+    batch_records,
+    partition_txns::{AbortedTxn, PartitionTxns, TxnBatch},
+    record_batch::{BatchHeader, ProducePayload, RecordBatch},
+    segment_reader::{SegmentReader, SCAN_WINDOW_BYTES},
+    BatchError, FilePosition, Offset, Result, StorageError,
+};
+
+use super::Appended;
+
+/// The checkpoint file in the partition's directory.
+pub const TXN_CHECKPOINT_FILE: &str = "transactions.checkpoint";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Checkpoint {
+    /// Every batch below this offset is reflected in `txns`.
+    scanned_to: Offset,
+    txns: PartitionTxns,
+}
+
+/// What a stored batch does to the partition's transactions, if anything: a marker's
+/// kind is read from its one control record.
+pub(super) fn txn_batch(batch: &RecordBatch<'_>) -> Result<Option<TxnBatch>> {
+    if !batch.is_transactional() || batch.producer_id() < 0 {
+        return Ok(None);
+    }
+    if !batch.is_control() {
+        return Ok(Some(TxnBatch::Data));
+    }
+    let invalid = || StorageError::InvalidBatch(BatchError::InvalidMarker(batch.base_offset()));
+    let records = batch_records::records(batch).map_err(|_| invalid())?;
+    let kind = records
+        .spans
+        .first()
+        .and_then(|s| records.key(s))
+        .and_then(marker_kind)
+        .ok_or_else(invalid)?;
+    Ok(Some(TxnBatch::Marker {
+        commit: kind == MARKER_COMMIT,
+    }))
+}
+
+/// What a `read_committed` reader may read now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StableView {
+    /// The last stable offset.
+    pub last_stable: Offset,
+    /// Aborted transactions with records between the read's offset and the LSO.
+    pub aborted: Vec<AbortedTxn>,
+}
+
+impl PartitionLog {
+    /// The last stable offset: a `read_committed` reader reads nothing at or past it.
+    pub fn last_stable_offset(&self) -> Offset {
+        let st = self.shared.state.borrow();
+        st.txns.last_stable(st.high_watermark)
+    }
+
+    /// The LSO and the aborted transactions a `read_committed` fetch from `from` must
+    /// be told about.
+    pub fn stable_view(&self, from: Offset) -> StableView {
+        let st = self.shared.state.borrow();
+        let last_stable = st.txns.last_stable(st.high_watermark);
+        StableView {
+            last_stable,
+            aborted: st.txns.aborted_in(from, last_stable).copied().collect(),
+        }
+    }
+
+    /// What a `read_committed` consumer reads from `offset`: as
+    /// [`read`](Self::read), but nothing at or past the last stable offset; with the
+    /// LSO and the aborted transactions in the range read, taken when the read began.
+    pub async fn read_committed(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+    ) -> Result<(LogRead, StableView)> {
+        let view = self.stable_view(offset);
+        let bound = view.last_stable;
+        let read = self.read_below(offset, max_bytes, |_| bound).await?;
+        Ok((read, view))
+    }
+
+    /// Producers with a transaction open in this partition, with its first offset.
+    pub fn open_transactions(&self) -> Vec<(i64, Offset)> {
+        self.shared.state.borrow().txns.open().collect()
+    }
+
+    /// Writes the COMMIT or ABORT marker ending `producer_id`'s transaction here, as
+    /// the leader at `leader_epoch`; await its [`Appended::durable`] before the
+    /// coordinator counts the partition done. A marker whose producer epoch is older
+    /// than the partition's is refused (a stale coordinator); a newer one fences the
+    /// producer's older epochs here.
+    pub async fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        leader_epoch: i32,
+    ) -> Result<Appended> {
+        let now = self.shared.env.clock.now_ms();
+        let batch = control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now);
+        let payload = ProducePayload::validate(batch, usize::MAX)?;
+        self.append_as(&payload, Stamp::Leader(leader_epoch)).await
+    }
+
+    /// Rebuilds the transactions from the checkpoint and the batches after it.
+    pub(super) async fn rebuild_transactions(&self) -> Result<()> {
+        let dir = self.shared.dir.clone();
+        let checkpoint = glommio::executor()
+            .spawn_blocking(move || read_checkpoint(&dir))
+            .await?;
+        let (from, mut txns) = {
+            let st = self.shared.state.borrow();
+            match checkpoint {
+                Some(c) if c.scanned_to <= st.log_end => (c.scanned_to, c.txns),
+                _ => (st.log_start, PartitionTxns::default()),
+            }
+        };
+        let plan: Vec<SegmentReader> = {
+            let st = self.shared.state.borrow();
+            st.segments
+                .iter()
+                .filter(|s| s.next_offset() > from)
+                .map(|s| self.reader(s))
+                .collect()
+        };
+        for reader in plan {
+            let seen = std::cell::RefCell::new(Vec::<BatchHeader>::new());
+            reader
+                .find(FilePosition(0), SCAN_WINDOW_BYTES, |h| {
+                    if h.is_transactional() && h.producer_id >= 0 && h.base_offset >= from.to_wire()
+                    {
+                        seen.borrow_mut().push(*h);
+                    }
+                    false
+                })
+                .await?;
+            for h in seen.into_inner() {
+                let kind = if h.is_control() {
+                    self.marker_at(&reader, &h).await?
+                } else {
+                    TxnBatch::Data
+                };
+                txns.record(
+                    h.producer_id,
+                    kind,
+                    Offset(h.base_offset as u64),
+                    Offset(h.last_offset() as u64),
+                );
+            }
+        }
+        let mut st = self.shared.state.borrow_mut();
+        let log_start = st.log_start;
+        txns.forget_below(log_start);
+        st.txns = txns;
+        Ok(())
+    }
+
+    /// The kind of the marker whose header is `h`.
+    async fn marker_at(&self, reader: &SegmentReader, h: &BatchHeader) -> Result<TxnBatch> {
+        let bytes = reader
+            .read_batches(FilePosition(0), h.base_offset, h.base_offset + 1, 1)
+            .await?
+            .unwrap_or_default();
+        let (batch, _) = RecordBatch::validate_stored(&bytes, usize::MAX)?;
+        txn_batch(&batch)?.ok_or(StorageError::InvalidBatch(BatchError::InvalidMarker(
+            h.base_offset,
+        )))
+    }
+
+    /// Checkpoints the transactions as of `scanned_to`, the base of the segment just
+    /// rolled to (nothing is stored at or past it yet). Called with the append lock held.
+    pub(super) async fn checkpoint_transactions(&self, scanned_to: Offset) -> Result<()> {
+        let txns = self.shared.state.borrow().txns.clone();
+        let dir = self.shared.dir.clone();
+        glommio::executor()
+            .spawn_blocking(move || write_checkpoint(&dir, &Checkpoint { scanned_to, txns }))
+            .await
+    }
+}
+
+fn read_checkpoint(dir: &Path) -> Result<Option<Checkpoint>> {
+    let path = dir.join(TXN_CHECKPOINT_FILE);
+    match std::fs::read(&path) {
+        // An unreadable checkpoint is rebuilt from the whole log, like a missing one.
+        Ok(bytes) => Ok(serde_json::from_slice(&bytes).ok()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StorageError::io("read", &path, e)),
+    }
+}
+
+fn write_checkpoint(dir: &Path, checkpoint: &Checkpoint) -> Result<()> {
+    use std::io::Write;
+    let path = dir.join(TXN_CHECKPOINT_FILE);
+    let tmp = dir.join(format!("{TXN_CHECKPOINT_FILE}.tmp"));
+    let bytes = serde_json::to_vec(checkpoint)
+        .map_err(|e| StorageError::io("encode", &path, std::io::Error::other(e)))?;
+    let mut file = std::fs::File::create(&tmp).map_err(|e| StorageError::io("create", &tmp, e))?;
+    file.write_all(&bytes)
+        .map_err(|e| StorageError::io("write", &tmp, e))?;
+    file.sync_data()
+        .map_err(|e| StorageError::io("fdatasync", &tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| StorageError::io("rename", &path, e))?;
+    Ok(())
+}
