@@ -77,3 +77,4 @@ pub mod reserve_alloc;
 pub mod security;
 pub mod shard;
 pub mod storage;
+pub mod txn;

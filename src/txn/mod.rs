@@ -1,0 +1,8 @@
+//! Transactions (Kafka's exactly-once): each shard's transaction coordinator keeps the
+//! state of the transactional ids that hash to it ([`state`], pure), persists every
+//! change before answering, and ends a transaction by writing COMMIT or ABORT markers to
+//! each of its partitions through their leaders. The partition side — open
+//! transactions, aborted ranges, the last stable offset — is
+//! `storage::partition_txns`.
+
+pub mod state;
