@@ -298,16 +298,89 @@ fn a_retried_idempotent_batch_is_stored_once() {
         8,
         "two batches stored, not three"
     );
+}
 
-    let mut transactional = init.clone();
-    transactional.transactional_id = Some(kafka_protocol::messages::TransactionalId(
-        StrBytes::from_static_str("tx"),
-    ));
+#[test]
+fn transactional_requests_out_of_order_get_kafkas_errors_and_store_nothing() {
+    use kafka_protocol::messages::{
+        add_partitions_to_txn_request::AddPartitionsToTxnTopic, AddPartitionsToTxnRequest,
+        EndTxnRequest, FindCoordinatorRequest, ProducerId, TransactionalId,
+    };
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    let port = broker.port;
+    assert_eq!(create(port, "tx", 1), 0);
+    let id = TransactionalId(StrBytes::from_static_str("tx-id"));
+    let mut find = FindCoordinatorRequest::default();
+    find.key = StrBytes::from_static_str("tx-id");
+    find.key_type = 1;
+    let found = call(&mut connect(port), &find, 3);
+    assert_eq!((found.error_code, found.port), (0, i32::from(port)));
+
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = Some(id.clone());
+    init.transaction_timeout_ms = 3_600_000;
+    init.producer_id = ProducerId(-1);
+    init.producer_epoch = -1;
     assert_eq!(
-        call(&mut connect(port), &transactional, 4).error_code,
-        code(ResponseError::TransactionalIdAuthorizationFailed),
-        "transactions are refused"
+        call(&mut connect(port), &init, 4).error_code,
+        code(ResponseError::InvalidTransactionTimeout)
     );
+    init.transaction_timeout_ms = 60_000;
+    let first = call(&mut connect(port), &init, 4);
+    assert_eq!((first.error_code, first.producer_epoch), (0, 0));
+    let again = call(&mut connect(port), &init, 4);
+    assert_eq!(
+        (again.producer_id, again.producer_epoch),
+        (first.producer_id, 1),
+        "the same id, the next epoch"
+    );
+
+    let mut end = EndTxnRequest::default();
+    end.transactional_id = id.clone();
+    end.producer_id = again.producer_id;
+    end.producer_epoch = 1;
+    end.committed = true;
+    assert_eq!(
+        call(&mut connect(port), &end, 3).error_code,
+        code(ResponseError::InvalidTxnState),
+        "nothing open"
+    );
+    let mut add = AddPartitionsToTxnRequest::default();
+    add.v3_and_below_transactional_id = id.clone();
+    add.v3_and_below_producer_id = again.producer_id;
+    add.v3_and_below_producer_epoch = 0;
+    let mut topic = AddPartitionsToTxnTopic::default();
+    topic.name = name("tx");
+    topic.partitions = vec![0];
+    add.v3_and_below_topics = vec![topic];
+    let partition_code = |answer: kafka_protocol::messages::AddPartitionsToTxnResponse| {
+        answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+    };
+    assert_eq!(
+        partition_code(call(&mut connect(port), &add, 3)),
+        code(ResponseError::ProducerFenced),
+        "the epoch before the bump"
+    );
+    assert_eq!(
+        partition_code(call(&mut connect(port), &add, 1)),
+        code(ResponseError::InvalidProducerEpoch),
+        "as versions before KIP-588 say it"
+    );
+    add.v3_and_below_producer_epoch = 1;
+    add.v3_and_below_producer_id = ProducerId(again.producer_id.0 + 1);
+    assert_eq!(
+        partition_code(call(&mut connect(port), &add, 3)),
+        code(ResponseError::InvalidProducerIdMapping)
+    );
+
+    // A client's control batch is refused and nothing is stored.
+    let marker = weir_client::record_batch::control_batch(again.producer_id.0, 1, true, 0, 0);
+    assert_eq!(
+        produce(port, "tx", 0, marker.to_vec()).0,
+        code(ResponseError::InvalidRecord)
+    );
+    assert_eq!(fetch(port, "tx", 0, 0).1, 0, "nothing stored");
 }
 
 #[test]

@@ -4,10 +4,10 @@
 #[allow(dead_code)]
 mod common;
 
-use std::process::Command;
+use std::{process::Command, time::Duration};
 
 use common::{
-    broker::Broker,
+    broker::{free_port, http_exchange, Broker},
     interop::{python, run_script, script, spawn_script},
     scratch_dir,
 };
@@ -39,6 +39,32 @@ fn confluent_kafka_produces_idempotently_and_consumes() {
         broker.data_dir.join("producer_ids").exists(),
         "the producer asked for a producer id"
     );
+}
+
+#[test]
+fn confluent_kafka_transactions_commit_abort_fence_and_carry_offsets() {
+    let dir = scratch_dir();
+    let metrics_port = free_port();
+    let listen = format!("127.0.0.1:{metrics_port}");
+    let broker = Broker::start(&dir.path().join("data"), 2, &["--metrics-listen", &listen]);
+    run_script_with_topic(&broker, "transactions.py", "txn");
+    let metrics = http_exchange(
+        &listen,
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .expect("scrape the metrics endpoint");
+    for series in [
+        "weir_transactions_committed_total",
+        "weir_transactions_aborted_total",
+    ] {
+        let total: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with(series))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        assert!(total >= 2.0, "{series} counted the transactions: {total}");
+    }
 }
 
 #[test]

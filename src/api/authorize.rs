@@ -77,6 +77,11 @@ impl Access {
         self.allows(operation, ResourceType::Group, name)
     }
 
+    /// True when `operation` on transactional id `id` is allowed.
+    pub fn transactional_id(&self, operation: Operation, id: &str) -> bool {
+        self.allows(operation, ResourceType::TransactionalId, id)
+    }
+
     /// True when `operation` on the cluster is allowed.
     pub fn cluster(&self, operation: Operation) -> bool {
         self.allows(operation, ResourceType::Cluster, CLUSTER_NAME)

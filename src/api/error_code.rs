@@ -20,6 +20,15 @@ pub trait KafkaError {
     }
 }
 
+/// PRODUCER_FENCED as a request version before `since` says it: INVALID_PRODUCER_EPOCH
+/// (KIP-588 gave the transactional APIs PRODUCER_FENCED); any other error unchanged.
+pub fn fenced_before(error: ResponseError, version: i16, since: i16) -> ResponseError {
+    match error {
+        ResponseError::ProducerFenced if version < since => ResponseError::InvalidProducerEpoch,
+        other => other,
+    }
+}
+
 impl KafkaError for BatchError {
     fn kafka_error(&self) -> ResponseError {
         match self {

@@ -1,5 +1,6 @@
-//! FindCoordinator: the shard that coordinates the group, anywhere in the cluster, for
-//! one key or a batch (v4+). The coordinator table is filled on the first call.
+//! FindCoordinator: the shard that coordinates the group or transactional id, anywhere
+//! in the cluster, for one key or a batch (v4+). The coordinator table is filled on the
+//! first call.
 
 use std::rc::Rc;
 
@@ -53,8 +54,13 @@ impl Handler for FindCoordinator {
         let view = &snapshot.view;
         let table = &view.coordinators;
         let access = Access::of(&ctx, &call).await;
+        // Key type 0 is a group, 1 a transactional id; both map through one table.
+        let transactional = req.key_type == 1;
         let locate = |key: &str| -> Located {
-            if !access.group(Operation::Describe, key) {
+            if transactional && !access.transactional_id(Operation::Describe, key) {
+                return Err(ResponseError::TransactionalIdAuthorizationFailed);
+            }
+            if !transactional && !access.group(Operation::Describe, key) {
                 return Err(ResponseError::GroupAuthorizationFailed);
             }
             let node = *table
@@ -73,8 +79,7 @@ impl Handler for FindCoordinator {
             let port = i32::from(port) + shard_of(node).0 as i32;
             Ok((BrokerId(node), str_bytes(&host.advertise), port))
         };
-        // Only groups (key type 0) are coordinated; transactions are not supported.
-        let refused = req.key_type != 0;
+        let refused = !(0..=1).contains(&req.key_type);
         let mut response = FindCoordinatorResponse::default();
         if version >= 4 {
             for key in &req.coordinator_keys {

@@ -1,6 +1,7 @@
 //! InitProducerId: hands an idempotent producer its id and epoch. A producer that
 //! re-initialises with its id (v3+) gets the next epoch, fencing its older self.
-//! Transactions are not supported: a transactional id is refused.
+//! A transactional producer asks its transaction coordinator, which keeps the id's
+//! producer id across instances and bumps its epoch each time (`txn::state::init`).
 
 use std::rc::Rc;
 
@@ -9,9 +10,76 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{security::acl::Operation, shard::context::ShardContext};
+use crate::{
+    security::acl::Operation,
+    shard::{context::ShardContext, txn_routing::now_ms},
+    txn::state::{self, InitOutcome},
+};
 
-use super::{authorize::Access, Call, Handler, Reply};
+use super::{authorize::Access, error_code::fenced_before, Call, Handler, Reply};
+
+/// The longest `transaction.timeout.ms` a producer may ask for (Kafka's
+/// `transaction.max.timeout.ms` default, 15 minutes).
+pub const TRANSACTION_TIMEOUT_MAX_MS: i32 = 900_000;
+
+/// InitProducerId for transactional id `id`, at its coordinator: the producer id and
+/// the new epoch, durable before they are returned. An open transaction is aborted
+/// first at a bumped epoch (fencing the producer that opened it); when that abort
+/// cannot finish at once the client is told CONCURRENT_TRANSACTIONS and retries.
+async fn init_transactional(
+    ctx: &ShardContext,
+    access: &Access,
+    id: &str,
+    req: &InitProducerIdRequest,
+) -> Result<(i64, i16), ResponseError> {
+    if !access.transactional_id(Operation::Write, id) {
+        return Err(ResponseError::TransactionalIdAuthorizationFailed);
+    }
+    let journal = ctx.coordinating(id).await?;
+    let lock = ctx.txns.lock(id);
+    let _held = lock.acquire().await;
+    let expected = (req.producer_id.0 >= 0 && req.producer_epoch >= 0)
+        .then_some((req.producer_id.0, req.producer_epoch));
+    let mut current = ctx.txns.get(id)?;
+    for _ in 0..2 {
+        let outcome = state::init(
+            current.as_ref(),
+            req.transaction_timeout_ms,
+            TRANSACTION_TIMEOUT_MAX_MS,
+            expected,
+            now_ms(),
+        )?;
+        match outcome {
+            InitOutcome::Ready {
+                new_producer_id, ..
+            } => {
+                let outcome = if new_producer_id {
+                    let allocated = ctx.producer_ids.allocate().await.map_err(|e| {
+                        tracing::error!(error = %e, "cannot allocate a producer id");
+                        ResponseError::UnknownServerError
+                    })?;
+                    outcome.with_producer_id(allocated)
+                } else {
+                    outcome
+                };
+                let InitOutcome::Ready { meta, .. } = outcome else {
+                    return Err(ResponseError::UnknownServerError);
+                };
+                ctx.txns.persist(id, &meta, journal.as_ref()).await?;
+                return Ok((meta.producer_id, meta.producer_epoch));
+            }
+            InitOutcome::AbortFirst(fenced) => {
+                ctx.txns.persist(id, &fenced, journal.as_ref()).await?;
+                let done = ctx
+                    .finish_txn(id, &fenced, journal.as_ref())
+                    .await
+                    .map_err(|_| ResponseError::ConcurrentTransactions)?;
+                current = Some(done);
+            }
+        }
+    }
+    Err(ResponseError::ConcurrentTransactions)
+}
 
 /// Answers with a fresh producer id and epoch 0, or the next epoch of the given id.
 pub struct InitProducerId;
@@ -39,9 +107,15 @@ impl Handler for InitProducerId {
             response.error_code = ResponseError::ClusterAuthorizationFailed.code();
             return Reply::Respond(response);
         }
-        if req.transactional_id.is_some() {
-            tracing::info!("refusing a transactional producer: transactions are not supported");
-            response.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        if let Some(id) = &req.transactional_id {
+            let version = call.version();
+            match init_transactional(ctx, &access, id.0.as_str(), &req).await {
+                Ok((producer_id, epoch)) => {
+                    response.producer_id = ProducerId(producer_id);
+                    response.producer_epoch = epoch;
+                }
+                Err(e) => response.error_code = fenced_before(e, version, 4).code(),
+            }
             return Reply::Respond(response);
         }
         let bump =

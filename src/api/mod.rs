@@ -9,6 +9,8 @@
 //! Kafka error code, from [`error_code`] for internal errors.
 
 pub mod acl_wire;
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
@@ -26,6 +28,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_user_scram_credentials;
+pub mod end_txn;
 pub mod error_code;
 pub mod fetch;
 pub mod find_coordinator;
@@ -46,6 +49,8 @@ pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod session;
 pub mod sync_group;
+pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 use std::{future::Future, rc::Rc, time::Instant};
 
@@ -92,6 +97,11 @@ pub const ROUTES: &[Route] = &[
     Route::to::<describe_groups::DescribeGroups>(ApiKey::DescribeGroups, 0, 5),
     Route::to::<delete_groups::DeleteGroups>(ApiKey::DeleteGroups, 0, 2),
     Route::to::<offset_delete::OffsetDelete>(ApiKey::OffsetDelete, 0, 0),
+    Route::to::<add_partitions_to_txn::AddPartitionsToTxn>(ApiKey::AddPartitionsToTxn, 0, 3),
+    Route::to::<add_offsets_to_txn::AddOffsetsToTxn>(ApiKey::AddOffsetsToTxn, 0, 3),
+    Route::to::<end_txn::EndTxn>(ApiKey::EndTxn, 0, 3),
+    Route::to::<txn_offset_commit::TxnOffsetCommit>(ApiKey::TxnOffsetCommit, 0, 3),
+    Route::to::<write_txn_markers::WriteTxnMarkers>(ApiKey::WriteTxnMarkers, 1, 1),
     Route::to::<create_acls::CreateAcls>(ApiKey::CreateAcls, 1, 3),
     Route::to::<describe_acls::DescribeAcls>(ApiKey::DescribeAcls, 1, 3),
     Route::to::<delete_acls::DeleteAcls>(ApiKey::DeleteAcls, 1, 3),

@@ -57,6 +57,26 @@ fn lookup(
     Ok(out)
 }
 
+/// With RequireStable (v7+): the partitions of `group` whose offsets are pending in
+/// an open transaction, answered UNSTABLE_OFFSET_COMMIT so the consumer waits for it.
+fn unstable(ctx: &ShardContext, group: &str, require_stable: bool) -> Vec<(String, u32)> {
+    if !require_stable {
+        return Vec::new();
+    }
+    ctx.coordinator
+        .store()
+        .pending_partitions(group)
+        .unwrap_or_else(|e| {
+            tracing::error!(group, error = %e, "pending offsets unreadable");
+            Vec::new()
+        })
+}
+
+/// True when `(topic, p)` is among `unstable`.
+fn is_unstable(unstable: &[(String, u32)], topic: &str, p: i32) -> bool {
+    unstable.iter().any(|(t, q)| t == topic && *q as i32 == p)
+}
+
 /// OffsetFetch: one group (v1–7) or a batch of groups (v8), each answered by its own
 /// error code when it is not coordinated here.
 pub struct OffsetFetch;
@@ -114,6 +134,7 @@ impl Handler for OffsetFetch {
                         .map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone()))
                         .collect()
                 });
+                let pending = unstable(ctx, group, req.require_stable);
                 match lookup(ctx, group, wanted) {
                     Ok(found) => {
                         let found = found
@@ -123,9 +144,15 @@ impl Handler for OffsetFetch {
                             let mut t = OffsetFetchResponseTopics::default();
                             t.name = super::topic_name(&topic);
                             for (p, stored) in partitions {
-                                let (offset, epoch, metadata) = value(&stored);
                                 let mut r = OffsetFetchResponsePartitions::default();
                                 r.partition_index = p;
+                                let stored = if is_unstable(&pending, &topic, p) {
+                                    r.error_code = ResponseError::UnstableOffsetCommit.code();
+                                    None
+                                } else {
+                                    stored
+                                };
+                                let (offset, epoch, metadata) = value(&stored);
                                 r.committed_offset = offset;
                                 r.committed_leader_epoch = epoch;
                                 r.metadata = Some(metadata);
@@ -159,6 +186,7 @@ impl Handler for OffsetFetch {
                 .map(|t| (t.name.0.as_str().to_string(), t.partition_indexes.clone()))
                 .collect()
         });
+        let pending = unstable(ctx, group, version >= 7 && req.require_stable);
         match lookup(ctx, group, wanted) {
             Ok(found) => {
                 let found = found
@@ -168,9 +196,15 @@ impl Handler for OffsetFetch {
                     let mut t = OffsetFetchResponseTopic::default();
                     t.name = super::topic_name(&topic);
                     for (p, stored) in partitions {
-                        let (offset, epoch, metadata) = value(&stored);
                         let mut r = OffsetFetchResponsePartition::default();
                         r.partition_index = p;
+                        let stored = if is_unstable(&pending, &topic, p) {
+                            r.error_code = ResponseError::UnstableOffsetCommit.code();
+                            None
+                        } else {
+                            stored
+                        };
+                        let (offset, epoch, metadata) = value(&stored);
                         r.committed_offset = offset;
                         if version >= 5 {
                             r.committed_leader_epoch = epoch;

@@ -50,6 +50,7 @@ async fn append_one(
     topic: &str,
     partition: i32,
     records: Option<&Bytes>,
+    transactional: bool,
 ) -> Pending {
     let log = match ctx.partition(topic, partition).await {
         Ok(log) => log,
@@ -76,6 +77,9 @@ async fn append_one(
         Ok(p) => p,
         Err(e) => return Pending::Failed(e.kafka_error(), Some(e.to_string())),
     };
+    if let Some(refusal) = misplaced(&payload, transactional) {
+        return Pending::Failed(ResponseError::InvalidRecord, Some(refusal));
+    }
     if rules.keys_required {
         if let Some(refusal) = keyless(&payload) {
             return Pending::Failed(ResponseError::InvalidRecord, Some(refusal));
@@ -105,6 +109,21 @@ async fn append_one(
         },
         Err(e) => Pending::Failed(e.kafka_error(), Some(e.to_string())),
     }
+}
+
+/// Why `payload` is refused for what its batches claim to be, if it is: a client never
+/// sends a control batch (markers are the coordinator's), and transactional batches
+/// come only with a transactional id, idempotent (Kafka's rules).
+fn misplaced(payload: &ProducePayload, transactional: bool) -> Option<String> {
+    payload.batches().find_map(|batch| {
+        if batch.is_control() {
+            Some("a client cannot write a control batch".into())
+        } else if batch.is_transactional() && (!transactional || batch.producer_id() < 0) {
+            Some("a transactional batch needs a transactional id and a producer id".into())
+        } else {
+            None
+        }
+    })
 }
 
 /// Why a compacted topic refuses `payload`, if it does: a record without a key (Kafka's
@@ -137,6 +156,11 @@ struct Appended {
 async fn append(ctx: &ShardContext, access: &Access, req: &ProduceRequest) -> Appended {
     let acks_valid = (-1..=1).contains(&req.acks);
     let transactional = req.transactional_id.is_some();
+    // A transactional produce needs WRITE on its transactional id.
+    let txn_writable = req
+        .transactional_id
+        .as_ref()
+        .is_none_or(|id| access.transactional_id(Operation::Write, id.0.as_str()));
     let mut pending = Vec::new();
     for topic in &req.topic_data {
         let name = topic.name.0.as_str();
@@ -146,11 +170,8 @@ async fn append(ctx: &ShardContext, access: &Access, req: &ProduceRequest) -> Ap
                 Pending::Failed(ResponseError::InvalidRequiredAcks, None)
             } else if !writable {
                 Pending::Failed(ResponseError::TopicAuthorizationFailed, None)
-            } else if transactional {
-                Pending::Failed(
-                    ResponseError::TransactionalIdAuthorizationFailed,
-                    Some("transactions are not supported".into()),
-                )
+            } else if !txn_writable {
+                Pending::Failed(ResponseError::TransactionalIdAuthorizationFailed, None)
             } else {
                 append_one(
                     ctx,
@@ -158,6 +179,7 @@ async fn append(ctx: &ShardContext, access: &Access, req: &ProduceRequest) -> Ap
                     name,
                     partition.index,
                     partition.records.as_ref(),
+                    transactional,
                 )
                 .await
             };

@@ -7,7 +7,9 @@
 //! its partition, so it moves with that leadership.
 //!
 //! OffsetDelete and DeleteGroups are journaled the same way, so every replica forgets
-//! what the coordinator forgot. Records are uncompressed, one per request: key = the
+//! what the coordinator forgot; so are transactions: offsets pending in one
+//! (TxnOffsetCommit), their end, and the transaction coordinators' state changes, whose
+//! transactional ids map to journal partitions as group names do. Records are uncompressed, one per request: key = the
 //! group, value = JSON of [`JournalRecord`].
 
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use crate::storage::{
     batch_records::record_values, partition_log::Wait, record_batch::RecordBatch, BatchError,
     Offset, PartitionLog, ProducePayload, StorageError,
 };
+use crate::txn::state::TxnMetadata;
 
 /// One change to a group's offsets a coordinator accepted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,6 +49,35 @@ pub enum JournalRecord {
         /// The group.
         group: String,
     },
+    /// TxnOffsetCommit: offsets pending in a producer's open transaction.
+    TxnOffsets {
+        /// The group.
+        group: String,
+        /// The transaction's producer.
+        producer_id: i64,
+        /// How the commit is fenced when it is applied.
+        fence: Fence,
+        /// Topic, partition and offset of each partition.
+        offsets: Vec<(String, u32, CommittedOffset)>,
+    },
+    /// A transaction marker reached the group: its pending offsets are committed or
+    /// dropped.
+    TxnOffsetsEnd {
+        /// The group.
+        group: String,
+        /// The transaction's producer.
+        producer_id: i64,
+        /// True for COMMIT.
+        commit: bool,
+    },
+    /// A transaction coordinator's new state for a transactional id (the record's key
+    /// is the id, which maps to this journal partition as a group of that name would).
+    Transaction {
+        /// The transactional id.
+        id: String,
+        /// Its state.
+        meta: TxnMetadata,
+    },
 }
 
 impl JournalRecord {
@@ -54,7 +86,10 @@ impl JournalRecord {
         match self {
             JournalRecord::Commit { group, .. }
             | JournalRecord::DeleteOffsets { group, .. }
-            | JournalRecord::DeleteGroup { group } => group,
+            | JournalRecord::DeleteGroup { group }
+            | JournalRecord::TxnOffsets { group, .. }
+            | JournalRecord::TxnOffsetsEnd { group, .. } => group,
+            JournalRecord::Transaction { id, .. } => id,
         }
     }
 }
@@ -185,6 +220,20 @@ pub async fn apply(
                     JournalRecord::DeleteGroup { group } => {
                         store.delete_group(group)?;
                     }
+                    JournalRecord::TxnOffsets {
+                        group,
+                        producer_id,
+                        fence,
+                        offsets,
+                    } => store.add_pending(group, *producer_id, *fence, offsets)?,
+                    JournalRecord::TxnOffsetsEnd {
+                        group,
+                        producer_id,
+                        commit,
+                    } => {
+                        store.end_pending(group, *producer_id, *commit)?;
+                    }
+                    JournalRecord::Transaction { id, meta } => store.put_transaction(id, meta)?,
                 }
             }
             store.sync()

@@ -107,7 +107,16 @@ pub struct OffsetStore {
     path: PathBuf,
     env: Env,
     db: Database<Bytes, Bytes>,
+    /// Offsets committed inside transactions, not yet ended (`pending`).
+    pending: Database<Bytes, Bytes>,
+    /// The transaction coordinators' state (`transactions`).
+    transactions: Database<Bytes, Bytes>,
 }
+
+mod pending;
+mod transactions;
+
+pub use pending::PendingOffsets;
 
 fn group_prefix(group: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(2 + group.len());
@@ -186,7 +195,7 @@ impl OffsetStore {
         };
         std::fs::create_dir_all(dir).map_err(|e| lmdb(heed::Error::Io(e)))?;
         let mut options = EnvOpenOptions::new();
-        options.map_size(map_bytes).max_dbs(1);
+        options.map_size(map_bytes).max_dbs(3);
         // SAFETY: NO_SYNC only defers durability to `sync`, which the broker calls before
         // acknowledging a commit; the environment is opened once per process.
         let env = unsafe {
@@ -198,11 +207,19 @@ impl OffsetStore {
         let db = env
             .create_database::<Bytes, Bytes>(&mut txn, Some("group_offsets"))
             .map_err(lmdb)?;
+        let pending = env
+            .create_database::<Bytes, Bytes>(&mut txn, Some("pending_txn_offsets"))
+            .map_err(lmdb)?;
+        let transactions = env
+            .create_database::<Bytes, Bytes>(&mut txn, Some("transactions"))
+            .map_err(lmdb)?;
         txn.commit().map_err(lmdb)?;
         Ok(OffsetStore {
             path: dir.to_path_buf(),
             env,
             db,
+            pending,
+            transactions,
         })
     }
 
@@ -222,14 +239,27 @@ impl OffsetStore {
         fence: Fence,
         offsets: &[(&str, u32, CommittedOffset)],
     ) -> Result<Vec<CommitOutcome>> {
+        let mut txn = self.env.write_txn().map_err(|e| self.lmdb(e))?;
+        let outcomes = self.commit_in(&mut txn, group, fence, offsets)?;
+        txn.commit().map_err(|e| self.lmdb(e))?;
+        Ok(outcomes)
+    }
+
+    /// [`commit`](Self::commit) inside the write transaction `txn`.
+    fn commit_in(
+        &self,
+        txn: &mut heed::RwTxn<'_>,
+        group: &str,
+        fence: Fence,
+        offsets: &[(&str, u32, CommittedOffset)],
+    ) -> Result<Vec<CommitOutcome>> {
         let keys: Vec<Vec<u8>> = offsets
             .iter()
             .map(|(topic, p, _)| key(group, topic, *p))
             .collect::<Result<_>>()?;
-        let mut txn = self.env.write_txn().map_err(|e| self.lmdb(e))?;
         let mut outcomes = Vec::with_capacity(offsets.len());
         for (k, (_, _, new)) in keys.iter().zip(offsets) {
-            let stored = match self.db.get(&txn, k).map_err(|e| self.lmdb(e))? {
+            let stored = match self.db.get(txn, k).map_err(|e| self.lmdb(e))? {
                 Some(bytes) => Some(decode(group, bytes)?),
                 None => None,
             };
@@ -239,14 +269,13 @@ impl OffsetStore {
             };
             if apply {
                 self.db
-                    .put(&mut txn, k, &encode(new))
+                    .put(txn, k, &encode(new))
                     .map_err(|e| self.lmdb(e))?;
                 outcomes.push(CommitOutcome::Applied);
             } else {
                 outcomes.push(CommitOutcome::Unchanged);
             }
         }
-        txn.commit().map_err(|e| self.lmdb(e))?;
         Ok(outcomes)
     }
 

@@ -17,6 +17,7 @@ pub mod http;
 pub mod partition_metrics;
 pub mod request_metrics;
 pub mod storage_metrics;
+pub mod transaction_metrics;
 
 use std::sync::{
     atomic::{AtomicUsize, Ordering},
@@ -30,6 +31,7 @@ pub use group_metrics::GroupMetrics;
 pub use partition_metrics::{PartitionGauges, PartitionMetrics, PartitionOffsets};
 pub use request_metrics::RequestMetrics;
 pub use storage_metrics::StorageMetrics;
+pub use transaction_metrics::TransactionMetrics;
 
 use crate::group::offset_store::OffsetStore;
 
@@ -50,6 +52,7 @@ pub struct BrokerMetrics {
     partitions: partition_metrics::PartitionFamilies,
     groups: group_metrics::GroupFamilies,
     storage: storage_metrics::StorageFamilies,
+    transactions: transaction_metrics::TransactionFamilies,
 }
 
 impl BrokerMetrics {
@@ -65,6 +68,7 @@ impl BrokerMetrics {
             partitions.high_watermarks(),
         )));
         let storage = storage_metrics::StorageFamilies::register(&mut registry);
+        let transactions = transaction_metrics::TransactionFamilies::register(&mut registry);
         Arc::new(BrokerMetrics {
             registry,
             shards,
@@ -74,6 +78,7 @@ impl BrokerMetrics {
             partitions,
             groups,
             storage,
+            transactions,
         })
     }
 
@@ -107,6 +112,8 @@ pub struct ShardMetrics {
     pub groups: GroupMetrics,
     /// The storage engine's metrics of this shard.
     pub storage: StorageMetrics,
+    /// The transactions this shard coordinates.
+    pub transactions: TransactionMetrics,
 }
 
 impl ShardMetrics {
@@ -119,6 +126,7 @@ impl ShardMetrics {
             partitions: broker.partitions.for_shard(shard),
             groups: broker.groups.for_shard(shard),
             storage: broker.storage.for_shard(shard),
+            transactions: broker.transactions.for_shard(shard),
             broker,
         }
     }

@@ -23,7 +23,6 @@ use kafka_protocol::{
 };
 use weir_client::{
     connection::{call, connect_with, RequestWriter, ResponseReader},
-    dialer::Dialer,
     ClientError,
 };
 
@@ -33,10 +32,7 @@ use super::{
     PartitionKey,
 };
 use crate::{
-    metadata::{
-        cluster_state::OFFSETS_TOPIC,
-        placement::{host_of, shard_of, NodeId},
-    },
+    metadata::{cluster_state::OFFSETS_TOPIC, placement::NodeId},
     shard::context::{PartitionError, ShardContext},
     storage::{
         partition_log::{Appended, Truncation, Wait},
@@ -103,11 +99,9 @@ pub async fn run(ctx: Rc<ShardContext>, session: Rc<FetchSession>) {
     let leader = session.leader;
     tracing::info!(leader, "fetching from a leader");
     let mut failures = 0u32;
-    // Where SASL is required, followers log in as the host's first --sasl-user.
-    let login = ctx.config.sasl.as_ref().and_then(|s| s.replica_login());
-    let dialer = Dialer::plaintext().with_sasl(login);
+    let dialer = ctx.peer_dialer();
     while !session.stopped() {
-        let Some(addr) = leader_addr(&ctx, leader) else {
+        let Some(addr) = ctx.node_addr(leader) else {
             glommio::timer::sleep(RETRY).await;
             continue;
         };
@@ -128,14 +122,6 @@ pub async fn run(ctx: Rc<ShardContext>, session: Rc<FetchSession>) {
         }
     }
     tracing::debug!(leader, "stopped fetching from a leader");
-}
-
-/// `host:port` of the leader node's plaintext listener, from the metadata.
-fn leader_addr(ctx: &ShardContext, leader: NodeId) -> Option<String> {
-    let snapshot = ctx.metadata();
-    let host = snapshot.view.hosts.get(&host_of(leader))?;
-    let port = u32::from(host.port) + shard_of(leader).0 as u32;
-    Some(format!("{}:{port}", host.advertise))
 }
 
 /// The leader a follower fetches from, as the fetcher needs it (a mock in tests).

@@ -6,7 +6,7 @@ use std::{rc::Rc, time::Duration};
 use super::{
     compactor,
     context::{ShardContext, RETENTION_CHECK_INTERVAL},
-    metrics_publisher, strays,
+    metrics_publisher, strays, txn_routing,
 };
 use crate::replication::roles;
 
@@ -50,6 +50,12 @@ pub(super) fn start(ctx: &Rc<ShardContext>) {
         compactor::COMPACTION_CHECK_INTERVAL,
         weak.clone(),
         compactor::pass,
+    );
+    tasks.periodic(
+        "transactions",
+        txn_routing::TXN_HOUSEKEEPING_INTERVAL,
+        weak.clone(),
+        async |ctx| ctx.txn_housekeeping().await,
     );
     let mut publisher = metrics_publisher::Publisher::default();
     tasks.periodic(

@@ -26,6 +26,7 @@ use crate::{
     metrics::{BrokerMetrics, ShardMetrics},
     replication::{lag_report::ReplicaLags, Replication},
     storage::{Clock, LogConfig, PartitionLog, ShardStorage, ShardStorageConfig, StorageError},
+    txn::coordinator::TxnCoordinator,
 };
 
 /// Why a partition cannot be served here (`api::error_code` says what Kafka error it is).
@@ -61,6 +62,8 @@ pub struct ShardContext {
     pub producer_ids: Arc<ProducerIds>,
     /// This shard's consumer-group coordinator.
     pub coordinator: Rc<Coordinator>,
+    /// This shard's transaction coordinator.
+    pub txns: TxnCoordinator,
     /// This shard's storage.
     pub storage: ShardStorage,
     /// Request bytes read but not yet answered, in KiB: the shard's back-pressure.
@@ -113,6 +116,7 @@ impl ShardContext {
             registry,
             producer_ids,
             lags,
+            txns: TxnCoordinator::new(Arc::clone(&offsets)),
             coordinator: Coordinator::new(offsets),
             storage,
             inflight: Rc::new(Semaphore::new(inflight_kib)),

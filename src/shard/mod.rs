@@ -10,10 +10,12 @@ pub mod metadata_view;
 mod metrics_publisher;
 pub mod open_logs;
 mod partitions;
+mod peers;
 mod sasl_users;
 pub mod signals;
 mod strays;
 pub mod tasks;
+pub mod txn_routing;
 
 use std::sync::{atomic::AtomicBool, Arc};
 

@@ -5,4 +5,6 @@
 //! transactions, aborted ranges, the last stable offset — is
 //! `storage::partition_txns`.
 
+pub mod coordinator;
+pub mod markers;
 pub mod state;

@@ -351,6 +351,51 @@ impl Coordinator {
             .collect()
     }
 
+    /// How a commit by `member_id` of `generation` is fenced, or why it is refused
+    /// (OffsetCommit's rules, which TxnOffsetCommit v3+ shares).
+    pub(super) fn commit_fence(
+        &self,
+        group: &str,
+        generation: i32,
+        member_id: &str,
+        instance: Option<&str>,
+    ) -> Result<Fence, ResponseError> {
+        let mut groups = self.groups.borrow_mut();
+        if groups
+            .get(group)
+            .is_some_and(|g| g.fenced(instance, member_id))
+        {
+            return Err(ResponseError::FencedInstanceId);
+        }
+        let g = groups.get_mut(group);
+        match g {
+            None if generation < 0 => Ok(Fence::Reset),
+            None => Err(ResponseError::IllegalGeneration),
+            Some(g) if generation < 0 && member_id.is_empty() => {
+                if g.members.is_empty() {
+                    Ok(Fence::Reset)
+                } else {
+                    Err(ResponseError::UnknownMemberId)
+                }
+            }
+            Some(g) => match g.members.get_mut(member_id) {
+                None => Err(ResponseError::UnknownMemberId),
+                Some(_) if generation != g.generation => Err(ResponseError::IllegalGeneration),
+                // As Kafka: a member of the current generation may commit while
+                // the group prepares a rebalance (consumers commit what they
+                // processed when their partitions are revoked), but not between
+                // the join and the new assignment.
+                Some(_) if g.state == GroupState::CompletingRebalance => {
+                    Err(ResponseError::RebalanceInProgress)
+                }
+                Some(m) => {
+                    m.last_seen = Instant::now();
+                    Ok(Fence::Generation(generation))
+                }
+            },
+        }
+    }
+
     /// OffsetCommit: checks the committer, writes the offsets (on the blocking pool) and
     /// answers once they are durable; one error code per partition.
     pub async fn commit(
@@ -362,51 +407,9 @@ impl Coordinator {
         offsets: Vec<OffsetToCommit>,
         journal: Option<Journal>,
     ) -> Vec<Result<(), ResponseError>> {
-        let fence = {
-            let mut groups = self.groups.borrow_mut();
-            if groups
-                .get(group)
-                .is_some_and(|g| g.fenced(instance, member_id))
-            {
-                return offsets
-                    .iter()
-                    .map(|_| Err(ResponseError::FencedInstanceId))
-                    .collect();
-            }
-            let g = groups.get_mut(group);
-            let refuse = |e: ResponseError| Err(e);
-            let check = match g {
-                None if generation < 0 => Ok(Fence::Reset),
-                None => refuse(ResponseError::IllegalGeneration),
-                Some(g) if generation < 0 && member_id.is_empty() => {
-                    if g.members.is_empty() {
-                        Ok(Fence::Reset)
-                    } else {
-                        refuse(ResponseError::UnknownMemberId)
-                    }
-                }
-                Some(g) => match g.members.get_mut(member_id) {
-                    None => refuse(ResponseError::UnknownMemberId),
-                    Some(_) if generation != g.generation => {
-                        refuse(ResponseError::IllegalGeneration)
-                    }
-                    // As Kafka: a member of the current generation may commit while
-                    // the group prepares a rebalance (consumers commit what they
-                    // processed when their partitions are revoked), but not between
-                    // the join and the new assignment.
-                    Some(_) if g.state == GroupState::CompletingRebalance => {
-                        refuse(ResponseError::RebalanceInProgress)
-                    }
-                    Some(m) => {
-                        m.last_seen = Instant::now();
-                        Ok(Fence::Generation(generation))
-                    }
-                },
-            };
-            match check {
-                Ok(f) => f,
-                Err(e) => return offsets.iter().map(|_| Err(e)).collect(),
-            }
+        let fence = match self.commit_fence(group, generation, member_id, instance) {
+            Ok(f) => f,
+            Err(e) => return offsets.iter().map(|_| Err(e)).collect(),
         };
         let n = offsets.len();
         if let Some(journal) = journal {
@@ -611,6 +614,7 @@ fn rand_seed() -> u64 {
 
 #[cfg(test)]
 mod tests;
+mod txn_offsets;
 
 /// Appends `record` to the group's journal partition and waits until it is committed;
 /// the Kafka error the client gets when that fails.

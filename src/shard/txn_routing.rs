@@ -1,0 +1,222 @@
+//! The transaction coordinator's view of the shard: a transactional id is coordinated
+//! where a group of that name would be (same table, same journal partitions); a
+//! transaction's markers go to the leaders of its partitions and to the coordinators of
+//! its groups; and transactions are finished — right after EndTxn, and in the
+//! background for those a request could not finish, those a takeover inherited in a
+//! Prepare state, and those open past their timeout.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use kafka_protocol::ResponseError;
+
+use super::context::ShardContext;
+use crate::{
+    group::journal::Journal,
+    metadata::{cluster_state::OFFSETS_TOPIC, placement::coordinator_slot},
+    txn::{
+        markers::{self, MarkerTarget, TxnEnd},
+        state::{self, TxnMetadata, TxnState},
+    },
+};
+
+/// How often a shard looks for transactions to finish or expire.
+pub const TXN_HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl ShardContext {
+    /// The nodes that write `meta`'s markers, each with its partitions; `Err` names a
+    /// partition or group nobody leads or coordinates right now.
+    fn marker_targets(&self, meta: &TxnMetadata) -> Result<Vec<MarkerTarget>, String> {
+        let mut by_node: Vec<(i32, MarkerTarget)> = Vec::new();
+        let mut add = |node: i32, topic: &str, partition: u32| -> Result<(), String> {
+            match by_node.iter_mut().find(|(n, _)| *n == node) {
+                Some((_, t)) => t.partitions.push((topic.to_string(), partition)),
+                None => {
+                    let addr = self
+                        .node_addr(node)
+                        .ok_or_else(|| format!("node {node} has no address"))?;
+                    by_node.push((
+                        node,
+                        MarkerTarget {
+                            addr,
+                            partitions: vec![(topic.to_string(), partition)],
+                        },
+                    ));
+                }
+            }
+            Ok(())
+        };
+        for (topic, p) in &meta.partitions {
+            let leader = self
+                .partition_state(topic, *p)
+                .and_then(|s| s.leader)
+                .ok_or_else(|| format!("{topic}-{p} has no leader"))?;
+            add(leader, topic, *p)?;
+        }
+        let snapshot = self.metadata();
+        let table = &snapshot.view.coordinators;
+        for group in &meta.groups {
+            let slot = coordinator_slot(group, table.len());
+            let node = *table
+                .get(slot)
+                .ok_or_else(|| format!("group {group} has no coordinator"))?;
+            add(node, OFFSETS_TOPIC, slot as u32)?;
+        }
+        Ok(by_node.into_iter().map(|(_, t)| t).collect())
+    }
+
+    /// Writes the markers of `meta` (a Prepare state, durable) and, once every one is
+    /// written, makes the transaction complete. Call it holding the id's lock. On
+    /// failure the Prepare state stays and the background pass tries again.
+    pub async fn finish_txn(
+        &self,
+        id: &str,
+        meta: &TxnMetadata,
+        journal: Option<&Journal>,
+    ) -> Result<TxnMetadata, ResponseError> {
+        let end = TxnEnd {
+            producer_id: meta.producer_id,
+            producer_epoch: meta.producer_epoch,
+            commit: meta.state == TxnState::PrepareCommit,
+            coordinator_epoch: journal.map_or(0, |j| j.epoch),
+        };
+        let targets = self.marker_targets(meta).map_err(|reason| {
+            tracing::info!(id, reason, "transaction markers wait");
+            ResponseError::CoordinatorNotAvailable
+        })?;
+        if let Err(e) = markers::write(&self.peer_dialer(), end, &targets).await {
+            tracing::info!(id, error = %e, "transaction markers not written yet");
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        let Some(done) = state::complete(meta, now_ms()) else {
+            return Ok(meta.clone());
+        };
+        self.txns.persist(id, &done, journal).await?;
+        if end.commit {
+            self.metrics.transactions.committed();
+        } else {
+            self.metrics.transactions.aborted();
+        }
+        Ok(done)
+    }
+
+    /// AddPartitionsToTxn and AddOffsetsToTxn at `id`'s coordinator: adds `partitions`
+    /// and `groups` to the open transaction (opening one), durably.
+    pub async fn add_to_txn(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &[(String, u32)],
+        groups: &[String],
+    ) -> Result<(), ResponseError> {
+        let journal = self.coordinating(id).await?;
+        let lock = self.txns.lock(id);
+        let _held = lock.acquire().await;
+        let current = self.txns.get(id)?;
+        let next = state::add(
+            current.as_ref(),
+            producer_id,
+            epoch,
+            partitions,
+            groups,
+            now_ms(),
+        )?;
+        if let Some(next) = next {
+            self.txns.persist(id, &next, journal.as_ref()).await?;
+            if current.is_none_or(|c| c.state != TxnState::Ongoing) {
+                self.metrics.transactions.begun();
+            }
+        }
+        Ok(())
+    }
+
+    /// EndTxn at `id`'s coordinator: the outcome is decided durably (a Prepare state),
+    /// then the markers are written and the transaction completes. When the markers
+    /// cannot all be written now the answer is still OK — the outcome is decided and
+    /// the background pass finishes it, as Kafka's coordinator answers once the
+    /// Prepare state is logged.
+    pub async fn end_txn(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<(), ResponseError> {
+        let journal = self.coordinating(id).await?;
+        let lock = self.txns.lock(id);
+        let _held = lock.acquire().await;
+        let current = self.txns.get(id)?;
+        match state::end(current.as_ref(), producer_id, epoch, commit, now_ms())? {
+            state::EndOutcome::AlreadyDone => Ok(()),
+            state::EndOutcome::Prepare(prepared) => {
+                self.txns.persist(id, &prepared, journal.as_ref()).await?;
+                let _ = self.finish_txn(id, &prepared, journal.as_ref()).await;
+                Ok(())
+            }
+        }
+    }
+
+    /// One background pass: finishes every transaction this shard coordinates that is
+    /// in a Prepare state, and aborts (at the next epoch) every one open past its
+    /// timeout.
+    pub async fn txn_housekeeping(&self) {
+        self.resync().await;
+        let mut open = 0u64;
+        let mut oldest_ms = 0i64;
+        let now = now_ms();
+        for (id, stored) in self.txns.all() {
+            if !self.owns_group(&id) {
+                continue;
+            }
+            if stored.state == TxnState::Ongoing {
+                open += 1;
+                oldest_ms = oldest_ms.max(now - stored.started_ms);
+            }
+            let due = stored.state.is_preparing() || state::expire(&stored, now).is_some();
+            if !due {
+                continue;
+            }
+            let lock = self.txns.lock(&id);
+            let _held = lock.acquire().await;
+            let Ok(journal) = self.coordinating(&id).await else {
+                continue;
+            };
+            let Ok(Some(meta)) = self.txns.get(&id) else {
+                continue;
+            };
+            let preparing = if meta.state.is_preparing() {
+                meta
+            } else if let Some(fenced) = state::expire(&meta, now_ms()) {
+                tracing::info!(
+                    id,
+                    producer_id = meta.producer_id,
+                    "transaction timed out: aborting it"
+                );
+                if self
+                    .txns
+                    .persist(&id, &fenced, journal.as_ref())
+                    .await
+                    .is_err()
+                {
+                    continue;
+                }
+                self.metrics.transactions.expired();
+                fenced
+            } else {
+                continue;
+            };
+            // A failure leaves the Prepare state for the next pass.
+            let _ = self.finish_txn(&id, &preparing, journal.as_ref()).await;
+        }
+        self.metrics
+            .transactions
+            .set_open(open, oldest_ms.max(0) as u64);
+    }
+}

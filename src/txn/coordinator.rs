@@ -1,0 +1,124 @@
+//! One shard's transaction coordinator: the durable side of [`state`](super::state).
+//! Requests for one transactional id run one at a time (a lock per id); each change is
+//! appended to the id's journal partition on a cluster (committed on every in-sync
+//! replica), written to the host's LMDB and synced before the caller answers. Which ids
+//! this shard coordinates, and where their markers go, is the shard's business
+//! (`shard::txn_routing`).
+
+use std::{cell::RefCell, collections::HashMap, rc::Rc, sync::Arc};
+
+use glommio::sync::{Permit, Semaphore};
+use kafka_protocol::ResponseError;
+
+use super::state::TxnMetadata;
+use crate::group::{
+    journal::{Journal, JournalError, JournalRecord},
+    offset_store::OffsetStore,
+    offset_syncer::OffsetSyncer,
+};
+use crate::storage::StorageError;
+
+/// Longest transactional id (LMDB's key limit).
+pub const TRANSACTIONAL_ID_BYTES_MAX: usize = crate::group::offset_store::KEY_BYTES_MAX;
+
+/// A shard's transaction coordinator. `!Send`.
+pub struct TxnCoordinator {
+    store: Arc<OffsetStore>,
+    syncer: OffsetSyncer,
+    locks: RefCell<HashMap<String, Rc<Semaphore>>>,
+}
+
+/// The lock of one transactional id, held while a request changes its state.
+pub struct IdLock {
+    semaphore: Rc<Semaphore>,
+}
+
+impl IdLock {
+    /// Waits for the id's other requests to finish.
+    pub async fn acquire(&self) -> Permit<'_> {
+        self.semaphore
+            .acquire_permit(1)
+            .await
+            .expect("the semaphore of an id is never closed")
+    }
+}
+
+impl TxnCoordinator {
+    /// A coordinator over the host's `store`.
+    pub fn new(store: Arc<OffsetStore>) -> TxnCoordinator {
+        TxnCoordinator {
+            syncer: OffsetSyncer::new(Arc::clone(&store)),
+            store,
+            locks: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// The lock of `id`. Locks of ids nobody waits on are dropped as they are taken.
+    pub fn lock(&self, id: &str) -> IdLock {
+        let mut locks = self.locks.borrow_mut();
+        locks.retain(|_, s| Rc::strong_count(s) > 1);
+        let semaphore = locks
+            .entry(id.to_string())
+            .or_insert_with(|| Rc::new(Semaphore::new(1)));
+        IdLock {
+            semaphore: Rc::clone(semaphore),
+        }
+    }
+
+    /// `id`'s state, if it has one.
+    pub fn get(&self, id: &str) -> Result<Option<TxnMetadata>, ResponseError> {
+        if id.len() > TRANSACTIONAL_ID_BYTES_MAX {
+            return Err(ResponseError::InvalidRequest);
+        }
+        self.store.transaction(id).map_err(|e| {
+            tracing::error!(id, error = %e, "transaction state unreadable");
+            ResponseError::KafkaStorageError
+        })
+    }
+
+    /// Every transactional id this host holds a state for.
+    pub fn all(&self) -> Vec<(String, TxnMetadata)> {
+        self.store.transactions().unwrap_or_else(|e| {
+            tracing::error!(error = %e, "transaction states unreadable");
+            Vec::new()
+        })
+    }
+
+    /// Makes `meta` `id`'s state: journaled first on a cluster, then written to LMDB
+    /// and synced. NOT_COORDINATOR when this shard lost the journal partition meanwhile.
+    pub async fn persist(
+        &self,
+        id: &str,
+        meta: &TxnMetadata,
+        journal: Option<&Journal>,
+    ) -> Result<(), ResponseError> {
+        if let Some(journal) = journal {
+            let record = JournalRecord::Transaction {
+                id: id.to_string(),
+                meta: meta.clone(),
+            };
+            journal.append(&record).await.map_err(|e| {
+                tracing::warn!(id, error = %e, "transaction state not journaled");
+                match e {
+                    JournalError::Storage(StorageError::NotLeader(_) | StorageError::Closed(_)) => {
+                        ResponseError::NotCoordinator
+                    }
+                    _ => ResponseError::KafkaStorageError,
+                }
+            })?;
+        }
+        let store = Arc::clone(&self.store);
+        let (key, value) = (id.to_string(), meta.clone());
+        let written = glommio::executor()
+            .spawn_blocking(move || store.put_transaction(&key, &value))
+            .await;
+        if let Err(e) = written {
+            tracing::error!(id, error = %e, "transaction state not written");
+            return Err(ResponseError::KafkaStorageError);
+        }
+        self.syncer.sync().await.map_err(|e| {
+            tracing::error!(id, error = %e, "transaction state not synced");
+            ResponseError::KafkaStorageError
+        })
+    }
+}

@@ -1,0 +1,149 @@
+//! Writing a transaction's markers: one WriteTxnMarkers request to each node that leads
+//! some of its partitions (or coordinates one of its groups), over Kafka's wire as
+//! Kafka's coordinator does, all at once; the transaction may complete only when every
+//! node answered every partition without an error. Markers are safe to send again: a
+//! partition where the producer has nothing open ignores one.
+
+use std::time::Duration;
+
+use futures_lite::future;
+use futures_util::future::join_all;
+use kafka_protocol::messages::{
+    write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic},
+    ProducerId, TopicName, WriteTxnMarkersRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use weir_client::{
+    connection::{call, connect_with},
+    dialer::Dialer,
+};
+
+/// The only WriteTxnMarkers version (v1, flexible; Kafka 4 removed v0).
+pub const WRITE_TXN_MARKERS_VERSION: i16 = 1;
+
+/// How long a node may take to answer before the markers are retried later.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The partitions one node must mark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerTarget {
+    /// `host:port` of the node's shard.
+    pub addr: String,
+    /// Topic and partition of each marker it writes.
+    pub partitions: Vec<(String, u32)>,
+}
+
+/// One transaction's end, as every marker of it carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnEnd {
+    /// The producer.
+    pub producer_id: i64,
+    /// The epoch the markers are written at (a bumped one fences the producer).
+    pub producer_epoch: i16,
+    /// COMMIT or ABORT.
+    pub commit: bool,
+    /// The coordinator's epoch, so a partition can refuse a stale coordinator's marker.
+    pub coordinator_epoch: i32,
+}
+
+/// Why some markers were not written.
+#[derive(Debug, thiserror::Error)]
+pub enum MarkerError {
+    /// A node could not be reached or did not answer.
+    #[error("markers to {addr}: {reason}")]
+    Unreachable {
+        /// The node.
+        addr: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A node refused a partition's marker.
+    #[error("marker for {topic}-{partition} at {addr} refused with error code {code}")]
+    Refused {
+        /// The node.
+        addr: String,
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// Kafka's error code.
+        code: i16,
+    },
+}
+
+/// The request that marks `partitions` with `end`.
+pub fn request(end: TxnEnd, partitions: &[(String, u32)]) -> WriteTxnMarkersRequest {
+    let mut marker = WritableTxnMarker::default();
+    marker.producer_id = ProducerId(end.producer_id);
+    marker.producer_epoch = end.producer_epoch;
+    marker.transaction_result = end.commit;
+    marker.coordinator_epoch = end.coordinator_epoch;
+    for (topic, partition) in partitions {
+        let index = *partition as i32;
+        match marker.topics.last_mut() {
+            Some(t) if t.name.0.as_str() == topic => t.partition_indexes.push(index),
+            _ => {
+                let mut t = WritableTxnMarkerTopic::default();
+                t.name = TopicName(StrBytes::from_string(topic.clone()));
+                t.partition_indexes.push(index);
+                marker.topics.push(t);
+            }
+        }
+    }
+    let mut request = WriteTxnMarkersRequest::default();
+    request.markers.push(marker);
+    request
+}
+
+/// Sends every target its markers at once; `Ok` when all were written.
+pub async fn write(
+    dialer: &Dialer,
+    end: TxnEnd,
+    targets: &[MarkerTarget],
+) -> Result<(), MarkerError> {
+    let results = join_all(targets.iter().map(|t| write_one(dialer, end, t))).await;
+    results.into_iter().collect()
+}
+
+async fn write_one(dialer: &Dialer, end: TxnEnd, target: &MarkerTarget) -> Result<(), MarkerError> {
+    let unreachable = |reason: String| MarkerError::Unreachable {
+        addr: target.addr.clone(),
+        reason,
+    };
+    let request = request(end, &target.partitions);
+    let exchange = async {
+        let (mut writer, mut reader) = connect_with(dialer, &target.addr, "weir-txn-markers")
+            .await
+            .map_err(|e| e.to_string())?;
+        call(
+            &mut writer,
+            &mut reader,
+            &request,
+            WRITE_TXN_MARKERS_VERSION,
+        )
+        .await
+        .map_err(|e| e.to_string())
+    };
+    let answer = future::or(async { Some(exchange.await) }, async {
+        glommio::timer::sleep(ANSWER_TIMEOUT).await;
+        None
+    })
+    .await
+    .ok_or_else(|| unreachable(format!("no answer in {} s", ANSWER_TIMEOUT.as_secs())))?
+    .map_err(unreachable)?;
+    for marker in &answer.markers {
+        for topic in &marker.topics {
+            for p in &topic.partitions {
+                if p.error_code != 0 {
+                    return Err(MarkerError::Refused {
+                        addr: target.addr.clone(),
+                        topic: topic.name.0.to_string(),
+                        partition: p.partition_index,
+                        code: p.error_code,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
