@@ -99,11 +99,17 @@ fn torn_and_corrupt_tails_lose_nothing_acknowledged_across_restarts() {
     let mut acked: Vec<(i64, Vec<u8>)> = Vec::new();
     let mut next_offset = 0i64;
     let mut repairs = 0;
+    // Record timestamps of now: older ones would let time retention (7 days) delete a
+    // sealed segment whenever a seed's batches fill one.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
     for round in 0..12 {
         for i in 0..1 + rng.below(40) {
             let records = 1 + rng.below(5) as u32;
             let value = format!("round {round} batch {i} ").repeat(1 + rng.below(30) as usize);
-            let batch = build_batch(records, value.as_bytes(), 1_700_000_000_000 + round);
+            let batch = build_batch(records, value.as_bytes(), now_ms + round);
             let (code, base) = produce(broker.port, "t", 0, batch.clone());
             assert_eq!(code, 0, "produce in round {round}");
             assert_eq!(base, next_offset, "offsets stay dense across repairs");
