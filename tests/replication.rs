@@ -989,3 +989,60 @@ fn a_host_away_while_topics_are_deleted_drops_them_and_never_serves_old_records(
         "host 3 never dealt with its old directory"
     );
 }
+
+#[test]
+fn a_transactional_copy_is_exactly_once_while_leaders_are_killed() {
+    const RECORDS: &str = "3000";
+    let mut cluster =
+        Cluster::start_configured(3, 1, |_| vec!["--session-timeout".into(), "3s".into()]);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b1 = cluster.host(1).bootstrap();
+    for topic in ["tx-in", "tx-out"] {
+        create(&b1, topic, 3, 3);
+        wait_for(&b1, topic, Duration::from_secs(10), "created", |r| {
+            r.isr.len() == 3
+        });
+    }
+    let bootstrap: String = (1..=3)
+        .map(|h| cluster.host(h).bootstrap())
+        .collect::<Vec<_>>()
+        .join(",");
+    let hosts_log = |cluster: &mut Cluster| -> String {
+        (1..=3)
+            .map(|h| format!("--- host {h}\n{}", cluster.host(h).log()))
+            .collect()
+    };
+    let seed = ["seed", &bootstrap, "tx-in", RECORDS].map(String::from);
+    run_script_logged("txn_copy.py", &seed, || hosts_log(&mut cluster));
+    let copier_log = cluster.dir.path().join("copier.log");
+    let mut copier = spawn_script_logged(
+        "txn_copy.py",
+        &["copy", &bootstrap, "tx-in", "tx-out", RECORDS],
+        450,
+        Some(&copier_log),
+    );
+    // Kill the leader of one output partition after another while the copy runs.
+    for kill in 0..3 {
+        std::thread::sleep(Duration::from_secs(3));
+        let via = cluster.host((kill % 3) + 1).bootstrap();
+        let rows = wait_for(&via, "tx-out", Duration::from_secs(30), "in sync", |r| {
+            r.leader >= 0 && r.isr.len() == 3
+        });
+        let victim = (rows[kill as usize].leader / 1024) as u32;
+        eprintln!("kill {kill}: host {victim}, leader of tx-out-{kill}");
+        cluster.host(victim).kill();
+        std::thread::sleep(Duration::from_secs(2));
+        cluster.host(victim).spawn();
+        cluster.host(victim).wait_serving();
+    }
+    let status = copier.wait().expect("copier");
+    let copied = std::fs::read_to_string(&copier_log).unwrap_or_default();
+    assert!(
+        status.success(),
+        "the copier failed\n{copied}\n{}",
+        hosts_log(&mut cluster)
+    );
+    eprintln!("{copied}");
+    let check = ["check", &bootstrap, "tx-out", RECORDS].map(String::from);
+    run_script_logged("txn_copy.py", &check, || hosts_log(&mut cluster));
+}
