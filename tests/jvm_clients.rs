@@ -1,6 +1,6 @@
 //! Apache Kafka's own JVM clients against real weir processes: the Java client 4.4
-//! (producer, consumer, AdminClient), Kafka's command-line tools, Kafka Streams (a word
-//! count) and Kafka Connect (a file through a topic and back), from the Maven project in
+//! (producer, consumer, AdminClient, transactions), Kafka's command-line tools, Kafka
+//! Streams (a word count, at least once and exactly_once_v2) and Kafka Connect (a file through a topic and back), from the Maven project in
 //! `tests/jvm`, one JVM per topology: one host and a 3-host RF 3 cluster, each over
 //! plaintext and over SASL_SSL with ACLs enforced.
 
@@ -28,6 +28,7 @@ const CLIENT_CASES: &[&str] = &[
     "ToolCases",
     "StreamsCases",
     "ConnectCases",
+    "TransactionCases",
 ];
 
 /// The super user the secured runs log in as.
