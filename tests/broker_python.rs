@@ -48,6 +48,40 @@ fn confluent_kafka_transactions_commit_abort_fence_and_carry_offsets() {
     let listen = format!("127.0.0.1:{metrics_port}");
     let broker = Broker::start(&dir.path().join("data"), 2, &["--metrics-listen", &listen]);
     run_script_with_topic(&broker, "transactions.py", "txn");
+    // The script left tx-hanging open: weir transactions finds and aborts it.
+    let weir = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["transactions", "--bootstrap", &broker.bootstrap()])
+            .args(args)
+            .output()
+            .expect("weir transactions");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "weir transactions {args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let listed = weir(&["list"]);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("tx-hanging\t") && l.contains("\tOngoing\t")),
+        "{listed}"
+    );
+    assert!(listed.contains("tx-1\t"), "{listed}");
+    let described = weir(&["describe", "tx-hanging"]);
+    assert!(
+        described.contains("Ongoing") && described.contains("txn-0"),
+        "{described}"
+    );
+    weir(&["abort", "tx-hanging"]);
+    let described = weir(&["describe", "tx-hanging"]);
+    assert!(
+        described.contains("CompleteAbort") || described.contains("Empty"),
+        "{described}"
+    );
     let metrics = http_exchange(
         &listen,
         b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",

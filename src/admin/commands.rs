@@ -70,7 +70,7 @@ pub(super) fn check(code: i16, what: impl Into<String>) -> Result<()> {
 /// Runs `call` again (up to 20 times, 100 ms apart) while the coordinator answers that it
 /// is not the coordinator yet or still loading: in a cluster, the shard a group was
 /// just given learns so within milliseconds. Kafka's clients retry these alike.
-fn with_coordinator_retries<T>(mut call: impl FnMut() -> Result<T>) -> Result<T> {
+pub(super) fn with_coordinator_retries<T>(mut call: impl FnMut() -> Result<T>) -> Result<T> {
     let retriable = [
         ResponseError::NotCoordinator.code(),
         ResponseError::CoordinatorLoadInProgress.code(),
@@ -132,7 +132,7 @@ impl Admin {
         Ok(admin)
     }
 
-    fn node(&mut self, id: i32) -> Result<&mut Connection> {
+    pub(super) fn node(&mut self, id: i32) -> Result<&mut Connection> {
         if !self.connections.contains_key(&id) {
             let addr = self.brokers.get(&id).ok_or_else(|| {
                 AdminError::Refused(format!("broker {id} is not in the cluster metadata"))
@@ -495,6 +495,11 @@ impl Admin {
             out.push_str(&format!("{g}\t{state}\n"));
         }
         Ok(out)
+    }
+
+    /// The broker ids of the cluster.
+    pub(super) fn broker_ids(&self) -> Vec<i32> {
+        self.brokers.keys().copied().collect()
     }
 
     fn coordinator(&mut self, group: &str) -> Result<i32> {

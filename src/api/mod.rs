@@ -27,6 +27,8 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_producers;
+pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod end_txn;
 pub mod error_code;
@@ -39,6 +41,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -102,6 +105,9 @@ pub const ROUTES: &[Route] = &[
     Route::to::<end_txn::EndTxn>(ApiKey::EndTxn, 0, 3),
     Route::to::<txn_offset_commit::TxnOffsetCommit>(ApiKey::TxnOffsetCommit, 0, 3),
     Route::to::<write_txn_markers::WriteTxnMarkers>(ApiKey::WriteTxnMarkers, 1, 1),
+    Route::to::<describe_transactions::DescribeTransactions>(ApiKey::DescribeTransactions, 0, 0),
+    Route::to::<list_transactions::ListTransactions>(ApiKey::ListTransactions, 0, 1),
+    Route::to::<describe_producers::DescribeProducers>(ApiKey::DescribeProducers, 0, 0),
     Route::to::<create_acls::CreateAcls>(ApiKey::CreateAcls, 1, 3),
     Route::to::<describe_acls::DescribeAcls>(ApiKey::DescribeAcls, 1, 3),
     Route::to::<delete_acls::DeleteAcls>(ApiKey::DeleteAcls, 1, 3),

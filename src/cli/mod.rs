@@ -9,6 +9,7 @@ mod cluster;
 mod groups;
 mod serve;
 mod topics;
+mod transactions;
 mod users;
 
 /// weir: a Kafka-wire-compatible, thread-per-core message broker.
@@ -28,6 +29,8 @@ enum Command {
     Topics(topics::Topics),
     /// Inspect consumer groups and reset their offsets on a running broker.
     Groups(groups::Groups),
+    /// Inspect transactions and abort a hanging one on a running broker.
+    Transactions(transactions::Transactions),
     /// Manage SASL/SCRAM users on a running broker.
     Users(users::Users),
     /// Manage ACLs on a running broker (enforced with `weir serve --authorizer acl`).
@@ -44,6 +47,7 @@ pub fn run() -> anyhow::Result<()> {
         Command::Serve(serve) => serve.run(matches.subcommand_matches("serve")),
         Command::Topics(topics) => topics.run(),
         Command::Groups(groups) => groups.run(),
+        Command::Transactions(transactions) => transactions.run(),
         Command::Users(users) => users.run(),
         Command::Acls(acls) => acls.run(),
         Command::Cluster(cluster) => cluster.run(),

@@ -7,7 +7,7 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use super::ShardLabel;
+use super::{storage_metrics::SecondsGauge, ShardLabel};
 
 /// The transaction families, registered once.
 #[derive(Clone)]
@@ -17,7 +17,7 @@ pub(super) struct TransactionFamilies {
     aborted: Family<ShardLabel, Counter>,
     expired: Family<ShardLabel, Counter>,
     open: Family<ShardLabel, Gauge>,
-    oldest_ms: Family<ShardLabel, Gauge>,
+    oldest: Family<ShardLabel, SecondsGauge>,
 }
 
 impl TransactionFamilies {
@@ -29,7 +29,7 @@ impl TransactionFamilies {
             aborted: Family::default(),
             expired: Family::default(),
             open: Family::default(),
-            oldest_ms: Family::default(),
+            oldest: Family::default(),
         };
         registry.register(
             "transactions_begun",
@@ -57,9 +57,9 @@ impl TransactionFamilies {
             t.open.clone(),
         );
         registry.register(
-            "transaction_oldest_open_milliseconds",
+            "transaction_oldest_open_seconds",
             "Age of the oldest open transaction on a coordinator shard",
-            t.oldest_ms.clone(),
+            t.oldest.clone(),
         );
         t
     }
@@ -73,7 +73,7 @@ impl TransactionFamilies {
             aborted: self.aborted.get_or_create(&labels).clone(),
             expired: self.expired.get_or_create(&labels).clone(),
             open: self.open.get_or_create(&labels).clone(),
-            oldest_ms: self.oldest_ms.get_or_create(&labels).clone(),
+            oldest: self.oldest.get_or_create(&labels).clone(),
         }
     }
 }
@@ -85,7 +85,7 @@ pub struct TransactionMetrics {
     aborted: Counter,
     expired: Counter,
     open: Gauge,
-    oldest_ms: Gauge,
+    oldest: SecondsGauge,
 }
 
 impl TransactionMetrics {
@@ -109,9 +109,9 @@ impl TransactionMetrics {
         self.expired.inc();
     }
 
-    /// `open` transactions are open, the oldest for `oldest_ms`.
+    /// `open` transactions are open, the oldest for `oldest_ms` milliseconds.
     pub fn set_open(&self, open: u64, oldest_ms: u64) {
         self.open.set(open as i64);
-        self.oldest_ms.set(oldest_ms as i64);
+        self.oldest.set(oldest_ms as f64 / 1000.0);
     }
 }

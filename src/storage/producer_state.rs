@@ -23,6 +23,8 @@ pub struct BatchSequence {
     pub base_offset: Offset,
     /// Offset of its last record.
     pub last_offset: Offset,
+    /// Its `maxTimestamp`.
+    pub max_timestamp: i64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -187,6 +189,27 @@ impl ProducerStates {
             .is_some_and(|e| e.batches.iter().any(|b| b.last_offset == last_offset))
     }
 
+    /// Every producer known here: its id, epoch, the sequence of its last batch (-1
+    /// after a marker fenced it) and that batch's max timestamp (-1 likewise), as
+    /// DescribeProducers reports them.
+    pub fn describe(&self) -> Vec<(i64, i16, i32, i64)> {
+        let mut out: Vec<(i64, i16, i32, i64)> = self
+            .producers
+            .iter()
+            .map(|(id, e)| {
+                let last = e.batches.back();
+                (
+                    *id,
+                    e.epoch,
+                    last.map_or(-1, |b| b.last),
+                    last.map_or(-1, |b| b.max_timestamp),
+                )
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// Number of producers known.
     pub fn len(&self) -> usize {
         self.producers.len()
@@ -208,6 +231,7 @@ mod tests {
             last,
             base_offset: Offset(base),
             last_offset: Offset(base + (last - first) as u64),
+            max_timestamp: 0,
         }
     }
 

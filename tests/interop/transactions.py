@@ -3,6 +3,7 @@ against read_uncommitted, the last stable offset held by an open transaction, a 
 fenced by a new instance, and consume-transform-produce with send_offsets_to_transaction
 (committed offsets appear only with the commit; an aborted run leaves them).
 Usage: transactions.py BOOTSTRAP TOPIC"""
+import os
 import sys
 import time
 
@@ -135,3 +136,13 @@ consumer.close()
 outputs = read("read_committed", to=out, expect=20, seconds=8)
 assert sorted(outputs) == sorted(m.key().decode() for m in batch), outputs
 print("consume-transform-produce: the aborted run committed nothing, the committed one its offsets and 20 outputs")
+
+# Leave a transaction open, as a producer that died mid-transaction does, for the
+# harness to find and abort with `weir transactions`.
+hanging = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-hanging",
+                    "transaction.timeout.ms": 600000})
+hanging.init_transactions(30)
+hanging.begin_transaction()
+send(hanging, "hanging", 3)
+print("left transactional id tx-hanging with an open transaction")
+os._exit(0)

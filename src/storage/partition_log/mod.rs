@@ -74,7 +74,7 @@ pub use leader_epochs::{EpochEnd, LeaderEpochs};
 pub use log_dir::{claim_dir, topic_id_in, Claim, PARTITION_METADATA_FILE};
 pub use replica::{cut_log, Truncation};
 pub use timestamp_lookup::{TimestampOffset, TimestampQuery};
-pub use transactions::{StableView, TXN_CHECKPOINT_FILE};
+pub use transactions::{ActiveProducer, StableView, TXN_CHECKPOINT_FILE};
 
 use log_dir::list_segments;
 use producer_rebuild::check_sequences;
@@ -471,6 +471,7 @@ impl PartitionLog {
                         last: sequence_after(batch.base_sequence(), batch.last_offset_delta()),
                         base_offset: next,
                         last_offset: last,
+                        max_timestamp: batch.max_timestamp(),
                     },
                 );
             }

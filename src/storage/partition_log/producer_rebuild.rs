@@ -62,6 +62,7 @@ pub(super) fn check_sequences(
                         last,
                         base_offset: Offset(0),
                         last_offset: Offset(0),
+                        max_timestamp: -1,
                     },
                 );
             }
@@ -138,6 +139,7 @@ impl PartitionLog {
                         last: sequence_after(h.base_sequence, h.last_offset_delta),
                         base_offset: Offset(h.base_offset as u64),
                         last_offset: Offset(h.last_offset() as u64),
+                        max_timestamp: h.max_timestamp,
                     },
                 );
             }

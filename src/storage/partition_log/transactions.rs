@@ -56,6 +56,21 @@ pub(super) fn txn_batch(batch: &RecordBatch<'_>) -> Result<Option<TxnBatch>> {
     }))
 }
 
+/// A producer as a partition knows it (DescribeProducers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    /// The producer id.
+    pub id: i64,
+    /// Its epoch here.
+    pub epoch: i16,
+    /// The sequence of its last batch, -1 when unknown.
+    pub last_sequence: i32,
+    /// Its last batch's max timestamp, -1 when unknown.
+    pub last_timestamp: i64,
+    /// Where its open transaction begins here, if it has one.
+    pub txn_start: Option<Offset>,
+}
+
 /// What a `read_committed` reader may read now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StableView {
@@ -100,6 +115,24 @@ impl PartitionLog {
     /// Producers with a transaction open in this partition, with its first offset.
     pub fn open_transactions(&self) -> Vec<(i64, Offset)> {
         self.shared.state.borrow().txns.open().collect()
+    }
+
+    /// The producers this partition knows, as DescribeProducers reports them.
+    pub fn producers(&self) -> Vec<ActiveProducer> {
+        let st = self.shared.state.borrow();
+        st.producers
+            .describe()
+            .into_iter()
+            .map(
+                |(id, epoch, last_sequence, last_timestamp)| ActiveProducer {
+                    id,
+                    epoch,
+                    last_sequence,
+                    last_timestamp,
+                    txn_start: st.txns.open().find(|(p, _)| *p == id).map(|(_, o)| o),
+                },
+            )
+            .collect()
     }
 
     /// Writes the COMMIT or ABORT marker ending `producer_id`'s transaction here, as

@@ -42,8 +42,9 @@ import org.junit.jupiter.api.Test;
 /**
  * Transactions with the Java client 4.4: committed and aborted transactions as
  * read_committed and read_uncommitted consumers see them, a zombie fenced by a new
- * instance, and a Kafka Streams word count with exactly_once_v2 whose counts are exact,
- * also after the instance is replaced.
+ * instance, Kafka's kafka-transactions.sh (list, describe, describe-producers, abort of a
+ * hanging transaction), and a Kafka Streams word count with exactly_once_v2 whose counts
+ * are exact, also after the instance is replaced.
  */
 class TransactionCases {
     private static final List<String> WORDS = List.of("weir", "kafka", "log", "shard", "flush", "group", "epoch");
@@ -117,6 +118,44 @@ class TransactionCases {
         List<String> after = keys(topic, "read_committed", 43);
         assertEquals(43, after.size(), "read_committed after the fencing: " + after);
         assertTrue(after.stream().noneMatch(k -> k.startsWith("zombie")), "the zombie's records were read");
+    }
+
+    private static Tool.Run transactionsTool(String... args) {
+        List<String> all = new ArrayList<>(List.of("--bootstrap-server", Weir.bootstrap()));
+        all.addAll(List.of(args));
+        return Tool.run("org.apache.kafka.tools.TransactionsCommand",
+                Tool.withConfig("--command-config", all.toArray(new String[0])));
+    }
+
+    @Test
+    void kafkaTransactionsToolListsDescribesAndAbortsAHangingTransaction() {
+        String topic = Weir.topic("txn-tool", 3);
+        String id = Weir.unique("txn-tool-id");
+        KafkaProducer<String, String> hanging = transactional(id);
+        hanging.beginTransaction();
+        send(hanging, topic, "hanging", 3);
+        try {
+            Weir.await(Duration.ofSeconds(30), "the id in kafka-transactions.sh list",
+                    () -> transactionsTool("list").out().lines()
+                            .anyMatch(l -> l.startsWith(id) && l.contains("Ongoing")));
+            Tool.Run described = transactionsTool("describe", "--transactional-id", id).ok();
+            assertTrue(described.out().contains("Ongoing") && described.out().contains(topic + "-0"),
+                    described.out());
+            Tool.Run producers = transactionsTool("describe-producers", "--topic", topic, "--partition", "0").ok();
+            assertTrue(producers.out().lines().skip(1).anyMatch(l -> l.trim().endsWith("0")),
+                    "the producer's transaction starts at offset 0: " + producers.out());
+            // Kafka's abort writes the ABORT marker at the partition's leader itself.
+            transactionsTool("abort", "--topic", topic, "--partition", "0", "--start-offset", "0").ok();
+            Properties extra = new Properties();
+            extra.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+            try (KafkaConsumer<String, String> c = Records.consumer(null, extra)) {
+                TopicPartition tp = new TopicPartition(topic, 0);
+                Weir.await(Duration.ofSeconds(30), "the LSO past the aborted records",
+                        () -> c.endOffsets(List.of(tp)).get(tp) >= 2);
+            }
+        } finally {
+            hanging.close(Duration.ZERO);
+        }
     }
 
     private static KafkaStreams startExactlyOnce(String app, String input, String output, Path state) {
