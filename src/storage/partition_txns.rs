@@ -110,6 +110,14 @@ impl PartitionTxns {
             .filter(move |a| a.last_offset >= from && a.first_offset < to)
     }
 
+    /// True when a record of `producer_id` at `offset` belongs to an aborted
+    /// transaction (the compactor drops such records).
+    pub fn is_aborted(&self, producer_id: i64, offset: Offset) -> bool {
+        self.aborted.iter().any(|a| {
+            a.producer_id == producer_id && a.first_offset <= offset && offset < a.last_offset
+        })
+    }
+
     /// Forgets aborted transactions wholly below `log_start` (retention or DeleteRecords
     /// removed their records).
     pub fn forget_below(&mut self, log_start: Offset) {
@@ -188,6 +196,7 @@ mod tests {
             }]
         );
         assert_eq!(t.aborted_in(Offset(18), Offset(30)).count(), 0);
+        assert!(t.is_aborted(8, Offset(13)) && !t.is_aborted(7, Offset(14)));
         assert_eq!(t.aborted_in(Offset(0), Offset(13)).count(), 0);
     }
 

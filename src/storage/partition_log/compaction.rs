@@ -2,7 +2,8 @@
 //! in the log's sealed segments, as Kafka's log cleaner does.
 //!
 //! A pass takes the *cleanable* segments — sealed, from the start of the log, each
-//! older than `min.compaction.lag.ms` — and:
+//! older than `min.compaction.lag.ms`, none reaching the last stable offset — and
+//! drops the records of aborted transactions besides:
 //! 1. reads their records and notes the last offset of every key (a record in the
 //!    active segment is not considered, so an older version in a sealed segment stays
 //!    until the active segment rolls, as in Kafka);
@@ -165,7 +166,10 @@ impl PartitionLog {
             let mut scanner = Scanner::new(segment);
             while let Some(window) = scanner.next(pace).await? {
                 for batch in scanner.batches(&window)? {
-                    if batch.attributes() & ATTRIBUTE_CONTROL != 0 || batch.record_count() == 0 {
+                    if batch.attributes() & ATTRIBUTE_CONTROL != 0
+                        || batch.record_count() == 0
+                        || self.in_aborted_transaction(&batch)
+                    {
                         continue;
                     }
                     let recs = records(&batch).map_err(|e| corrupt(segment, &batch, e))?;
@@ -210,10 +214,14 @@ impl PartitionLog {
     fn cleanable(&self, config: &LogConfig, now: i64) -> Vec<Cleanable> {
         let lag = config.min_compaction_lag.as_millis() as i64;
         let st = self.shared.state.borrow();
+        // Never past the last stable offset: an open transaction's records may yet
+        // be aborted, so they can neither shadow older values nor be cleaned.
+        let stable = st.txns.last_stable(st.high_watermark);
         st.segments
             .iter()
             .take(st.segments.len().saturating_sub(1))
             .take_while(|s| s.is_sealed() && s.index().max_timestamp() <= now - lag)
+            .take_while(|s| s.next_offset() <= stable)
             .map(|s| Cleanable {
                 base: s.base(),
                 file: Rc::clone(&s.log_file),
@@ -251,6 +259,7 @@ impl PartitionLog {
                     continue;
                 }
                 let recs = records(batch).map_err(|e| corrupt(segment, batch, e))?;
+                let aborted = self.in_aborted_transaction(batch);
                 let kept: Vec<&RecordSpan> = recs
                     .spans
                     .iter()
@@ -266,7 +275,7 @@ impl PartitionLog {
                                 tombstones_due.map_or(span.timestamp, |t| t.min(span.timestamp)),
                             );
                         }
-                        newest && !expired
+                        newest && !expired && !aborted
                     })
                     .collect();
                 removed += (recs.spans.len() - kept.len()) as u64;

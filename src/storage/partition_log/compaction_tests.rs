@@ -347,3 +347,68 @@ fn a_follower_copies_a_compacted_log_batch_for_batch() {
         storage.shutdown().await;
     });
 }
+
+#[test]
+fn aborted_records_never_shadow_a_committed_value_and_open_transactions_stay() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let log = open(&storage, dir.path(), config(Duration::ZERO)).await;
+        let now = storage.clock().now_ms() - 1;
+        let record = |key: &[u8], value: &[u8], txn: Option<i64>| {
+            let mut b = BatchBuilder::new(1024, now);
+            if let Some(id) = txn {
+                b = b
+                    .producer(Producer {
+                        id,
+                        epoch: 0,
+                        base_sequence: 0,
+                    })
+                    .transactional();
+            }
+            b.push(now, Some(key), value);
+            payload(b.finish())
+        };
+        let roll = || {
+            let mut b = BatchBuilder::new(8192, now);
+            b.push(now, Some(b"roll"), &[7u8; 4000]);
+            payload(b.finish())
+        };
+        durable(&log, record(b"a", b"committed", None)).await; // 0
+        durable(&log, record(b"a", b"aborted", Some(5))).await; // 1
+        let marker = log.append_marker(5, 0, false, 0, 0).await.expect("marker"); // 2
+        marker.durable.await.expect("durable");
+        durable(&log, roll()).await; // 3, a new segment
+        durable(&log, record(b"b", b"open", Some(6))).await; // 4
+        durable(&log, record(b"b", b"plain", None)).await; // 5
+        durable(&log, roll()).await; // 6, a new segment
+        durable(&log, roll()).await; // 7
+        settle(&log).await;
+        log.compact(&mut Pace::new(0)).await.expect("compact");
+        // The record as stored ends with its value (and an empty header count).
+        let holds = |c: &Contents, o: u64, value: &[u8]| {
+            c.get(&o)
+                .and_then(|(_, v)| v.as_ref())
+                .is_some_and(|r| r.windows(value.len()).any(|w| w == value))
+        };
+        let after = contents(&log).await;
+        assert!(holds(&after, 0, b"committed"), "not shadowed");
+        assert!(!after.contains_key(&1), "the aborted record went");
+        assert!(holds(&after, 4, b"open"), "past the LSO: kept");
+        // Once the transaction commits, its record is an ordinary older version.
+        let marker = log.append_marker(6, 0, true, 0, 0).await.expect("marker");
+        marker.durable.await.expect("durable");
+        durable(&log, roll()).await;
+        durable(&log, roll()).await;
+        settle(&log).await;
+        log.compact(&mut Pace::new(0)).await.expect("compact");
+        let after = contents(&log).await;
+        assert!(
+            !after.contains_key(&4),
+            "shadowed by the newer plain record"
+        );
+        assert!(holds(&after, 5, b"plain"));
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}

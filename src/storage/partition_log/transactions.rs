@@ -112,6 +112,17 @@ impl PartitionLog {
         Ok((read, view))
     }
 
+    /// True when `batch` holds records of an aborted transaction: compaction drops
+    /// them, and no aborted record may be the newest of its key.
+    pub(super) fn in_aborted_transaction(&self, batch: &RecordBatch<'_>) -> bool {
+        batch.is_transactional()
+            && !batch.is_control()
+            && self.shared.state.borrow().txns.is_aborted(
+                batch.producer_id(),
+                Offset(batch.base_offset().max(0) as u64),
+            )
+    }
+
     /// Producers with a transaction open in this partition, with its first offset.
     pub fn open_transactions(&self) -> Vec<(i64, Offset)> {
         self.shared.state.borrow().txns.open().collect()
