@@ -390,3 +390,54 @@ fn loadgen_keys_its_messages_for_a_compacted_topic() {
     assert_eq!(s["produce"]["messages"], 2000, "{s}");
     assert_eq!(s["errors"], 0, "keyed records are taken: {s}");
 }
+
+#[test]
+fn transactional_producers_commit_and_abort_and_read_committed_consumers_see_commits_only() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    let bootstrap = broker.bootstrap();
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let mut args = vec![
+            extra[0],
+            "--bootstrap",
+            &bootstrap,
+            "--topic",
+            "txn",
+            "--partitions",
+            "4",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(&extra[1..]);
+        run_loadgen(&args, &broker, 0);
+        summary(&out)
+    };
+    let produced = run(
+        "produce",
+        &[
+            "produce",
+            "--producers",
+            "2",
+            "--messages",
+            "2000",
+            "--transactional",
+            "--transaction-size",
+            "100",
+            "--abort-ratio",
+            "0.5",
+        ],
+    );
+    assert_eq!(produced["produce"]["messages"], 2000, "{produced}");
+    assert_eq!(produced["errors"], 0, "{produced}");
+    // 2,000 messages in transactions of 100 per producer stream, half of them aborted.
+    let commits = produced["latency_ms"]["commit"]["count"].as_u64();
+    assert_eq!(commits, Some(20), "one EndTxn per transaction: {produced}");
+    let committed = run(
+        "committed",
+        &["consume", "--duration", "3s", "--read-committed"],
+    );
+    assert_eq!(committed["consume"]["messages"], 1000, "{committed}");
+    let everything = run("everything", &["consume", "--duration", "3s"]);
+    assert_eq!(everything["consume"]["messages"], 2000, "{everything}");
+}

@@ -293,12 +293,20 @@ pub fn build_idempotent_batch(
 /// What a fetched batch holds, as far as a consumer needs to know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchSummary {
+    /// The batch's first offset.
+    pub base_offset: i64,
     /// The offset after the batch's last record.
     pub next_offset: i64,
     /// Records in the batch.
     pub records: u32,
     /// The batch's bytes, header included.
     pub bytes: usize,
+    /// Its producer id, -1 for none.
+    pub producer_id: i64,
+    /// For a control batch, its marker: `Some(true)` COMMIT, `Some(false)` ABORT.
+    pub marker: Option<bool>,
+    /// True for a control batch (no data records).
+    pub control: bool,
 }
 
 /// Why a fetched batch could not be read.
@@ -329,14 +337,15 @@ pub fn be_i64(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(x)
 }
 
-/// Walks the complete batches in a fetch response's records, calling `on_value` with each
-/// record's value when `values` is true. A partial batch at the end (cut by the fetch's
-/// byte limit, as Kafka allows) is skipped. Calls `on_batch` once per complete batch.
-/// Compressed and control batches are counted but their values are not read.
+/// Walks the complete batches in a fetch response's records, calling `on_batch` once per
+/// complete batch and then, when `values` is true and `on_batch` returned true, `on_value`
+/// with each of its records' values. A partial batch at the end (cut by the fetch's byte
+/// limit, as Kafka allows) is skipped. The values of compressed and control batches are
+/// not read.
 pub fn walk_batches(
     records: &[u8],
     values: bool,
-    mut on_batch: impl FnMut(BatchSummary),
+    mut on_batch: impl FnMut(&BatchSummary) -> bool,
     mut on_value: impl FnMut(&[u8]),
 ) -> Result<(), WalkError> {
     let mut rest = records;
@@ -360,20 +369,41 @@ pub fn walk_batches(
         let last_offset_delta = be_i32(batch, LAST_OFFSET_DELTA_AT);
         let count = be_i32(batch, RECORD_COUNT_AT);
         let records = u32::try_from(count).map_err(|_| WalkError::Malformed(base_offset))?;
-        let plain =
-            attributes & ATTRIBUTE_COMPRESSION_MASK == 0 && attributes & ATTRIBUTE_CONTROL == 0;
-        if values && plain {
-            walk_records(&batch[HEADER_BYTES..], records, &mut on_value)
-                .ok_or(WalkError::Malformed(base_offset))?;
-        }
-        on_batch(BatchSummary {
+        let control = attributes & ATTRIBUTE_CONTROL != 0;
+        let plain = attributes & ATTRIBUTE_COMPRESSION_MASK == 0 && !control;
+        let marker = if control {
+            first_key(&batch[HEADER_BYTES..])
+                .and_then(marker_kind)
+                .map(|k| k == MARKER_COMMIT)
+        } else {
+            None
+        };
+        let wanted = on_batch(&BatchSummary {
+            base_offset,
             next_offset: base_offset + i64::from(last_offset_delta) + 1,
             records,
             bytes: total,
+            producer_id: be_i64(batch, PRODUCER_ID_AT),
+            marker,
+            control,
         });
+        if values && plain && wanted {
+            walk_records(&batch[HEADER_BYTES..], records, &mut on_value)
+                .ok_or(WalkError::Malformed(base_offset))?;
+        }
         rest = &rest[total..];
     }
     Ok(())
+}
+
+/// The key of the first record of an uncompressed batch body.
+fn first_key(mut body: &[u8]) -> Option<&[u8]> {
+    let length = usize::try_from(varint::get(&mut body)?).ok()?;
+    let mut record = body.get(..length)?.get(1..)?;
+    varint::get(&mut record)?;
+    varint::get(&mut record)?;
+    let key_length = usize::try_from(varint::get(&mut record)?).ok()?;
+    record.get(..key_length)
 }
 
 fn walk_records(mut body: &[u8], count: u32, on_value: &mut impl FnMut(&[u8])) -> Option<()> {
@@ -447,7 +477,10 @@ mod tests {
         walk_batches(
             &bytes,
             true,
-            |s| summaries.push(s),
+            |s| {
+                summaries.push(*s);
+                true
+            },
             |v| values.push(v.to_vec()),
         )
         .unwrap();
@@ -455,11 +488,26 @@ mod tests {
         assert_eq!(
             summaries,
             vec![BatchSummary {
+                base_offset: 7,
                 next_offset: 9,
                 records: 2,
-                bytes: bytes.len()
+                bytes: bytes.len(),
+                producer_id: -1,
+                marker: None,
+                control: false,
             }]
         );
+        let marker = control_batch(5, 0, false, 3, 0);
+        walk_batches(
+            &marker,
+            true,
+            |s| {
+                assert_eq!((s.control, s.marker, s.producer_id), (true, Some(false), 5));
+                true
+            },
+            |_| panic!("a marker has no value to read"),
+        )
+        .unwrap();
     }
 
     #[test]
@@ -468,18 +516,27 @@ mod tests {
         let mut two = BytesMut::from(&whole[..]);
         two.extend_from_slice(&whole[..whole.len() - 3]);
         let mut count = 0;
-        walk_batches(&two, true, |_| count += 1, |_| {}).unwrap();
+        walk_batches(
+            &two,
+            true,
+            |_| {
+                count += 1;
+                true
+            },
+            |_| {},
+        )
+        .unwrap();
         assert_eq!(count, 1);
         let mut bad = BytesMut::from(&whole[..]);
         bad[8..12].copy_from_slice(&(-5i32).to_be_bytes());
         assert_eq!(
-            walk_batches(&bad, true, |_| {}, |_| {}),
+            walk_batches(&bad, true, |_| true, |_| {}),
             Err(WalkError::Malformed(0))
         );
         bad[8..12].copy_from_slice(&((whole.len() - 12) as i32).to_be_bytes());
         bad[16] = 1;
         assert_eq!(
-            walk_batches(&bad, true, |_| {}, |_| {}),
+            walk_batches(&bad, true, |_| true, |_| {}),
             Err(WalkError::Magic(1))
         );
     }

@@ -10,11 +10,17 @@ use kafka_protocol::{
     error::ParseResponseErrorCode,
     messages::{
         fetch_request::{FetchPartition, FetchTopic},
+        fetch_response::AbortedTransaction,
         BrokerId, FetchRequest, TopicName,
     },
 };
 
-use weir_client::{connection, dialer::Dialer, record_batch::walk_batches, ClientError};
+use weir_client::{
+    connection,
+    dialer::Dialer,
+    record_batch::{walk_batches, BatchSummary},
+    ClientError,
+};
 
 use crate::{
     clock::now_ns,
@@ -51,6 +57,9 @@ pub struct ConsumerConfig {
     pub positions: Option<Arc<Positions>>,
     /// How connections are opened (plain or TLS).
     pub dialer: Dialer,
+    /// Read only committed records (isolation level READ_COMMITTED), dropping the
+    /// records of the aborted transactions each answer names.
+    pub read_committed: bool,
 }
 
 /// One stream's assignment: partitions on one leader with their start offsets.
@@ -147,13 +156,18 @@ async fn consume(
                     continue;
                 };
                 let mut bytes = 0u64;
+                let mut aborted = Aborted::of(partition.aborted_transactions.as_deref());
                 let walked = walk_batches(
                     records,
                     config.end_to_end,
                     |batch| {
                         entry.1 = batch.next_offset;
-                        messages += u64::from(batch.records);
                         bytes += batch.bytes as u64;
+                        let kept = aborted.keeps(batch);
+                        if kept {
+                            messages += u64::from(batch.records);
+                        }
+                        kept
                     },
                     |value| {
                         if let Some((send_ns, _)) = read_payload(value) {
@@ -218,9 +232,55 @@ fn finished(
     }
 }
 
+/// The aborted transactions of one partition's answer, walked as Kafka's consumer walks
+/// them: a producer's data batches are dropped from its aborted transaction's first
+/// offset until its ABORT marker.
+struct Aborted {
+    /// (first offset, producer), the latest first.
+    pending: Vec<(i64, i64)>,
+    /// Producers whose aborted transaction the walk is inside.
+    inside: Vec<i64>,
+}
+
+impl Aborted {
+    fn of(list: Option<&[AbortedTransaction]>) -> Aborted {
+        let mut pending: Vec<(i64, i64)> = list
+            .unwrap_or_default()
+            .iter()
+            .map(|a| (a.first_offset, a.producer_id.0))
+            .collect();
+        pending.sort_unstable_by(|a, b| b.cmp(a));
+        Aborted {
+            pending,
+            inside: Vec::new(),
+        }
+    }
+
+    /// Whether `batch`'s records are delivered: not a control batch, not aborted.
+    fn keeps(&mut self, batch: &BatchSummary) -> bool {
+        while self
+            .pending
+            .last()
+            .is_some_and(|(first, _)| *first < batch.next_offset)
+        {
+            if let Some((_, producer)) = self.pending.pop() {
+                self.inside.push(producer);
+            }
+        }
+        if batch.control {
+            if batch.marker == Some(false) {
+                self.inside.retain(|p| *p != batch.producer_id);
+            }
+            return false;
+        }
+        !self.inside.contains(&batch.producer_id)
+    }
+}
+
 fn fetch_request(config: &ConsumerConfig, partitions: &[(i32, i64)]) -> FetchRequest {
     let mut request = FetchRequest::default();
     request.replica_id = BrokerId(-1);
+    request.isolation_level = i8::from(config.read_committed);
     request.max_wait_ms = config.wait_ms_max;
     request.min_bytes = 1;
     request.max_bytes = i32::MAX;

@@ -29,6 +29,7 @@ mod report;
 mod results;
 mod run;
 mod stats;
+mod txn;
 
 use std::process::ExitCode;
 

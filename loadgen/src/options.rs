@@ -72,6 +72,26 @@ pub struct Workload {
     /// Requests in flight per connection.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_in_flight: u32,
+    /// Producers take a producer id and number their batches, so the broker stores a
+    /// retried batch once (Kafka's enable.idempotence).
+    #[arg(long)]
+    pub idempotent: bool,
+    /// Producers write in transactions: each producer stream is a transactional
+    /// producer with its own transactional id, committing every --transaction-size
+    /// messages; each EndTxn's latency is measured as `commit`. Implies --idempotent.
+    #[arg(long)]
+    pub transactional: bool,
+    /// Messages per transaction of each producer stream (with --transactional).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub transaction_size: u64,
+    /// Fraction of transactions aborted instead of committed, spread evenly (with
+    /// --transactional).
+    #[arg(long, default_value_t = 0.0)]
+    pub abort_ratio: f64,
+    /// Consumers read only committed records (isolation level READ_COMMITTED), dropping
+    /// aborted transactions' records as Kafka's consumer does.
+    #[arg(long)]
+    pub read_committed: bool,
     /// Bytes a producer connection may hold in unsent batches; beyond it, messages wait
     /// (their latency still counts from their scheduled time).
     #[arg(long, default_value_t = 32 << 20)]
@@ -184,6 +204,15 @@ impl Workload {
         }
         if self.duration == Some(Duration::ZERO) || self.messages == Some(0) {
             return Err("--duration and --messages must be more than 0".into());
+        }
+        if !(0.0..=1.0).contains(&self.abort_ratio) {
+            return Err(format!(
+                "--abort-ratio {} must be within 0..=1",
+                self.abort_ratio
+            ));
+        }
+        if self.transactional && self.acks != Acks::All {
+            return Err("--transactional needs --acks all".into());
         }
         if self.group.is_some() && self.commit_interval.is_zero() {
             return Err("--commit-interval must be more than 0".into());

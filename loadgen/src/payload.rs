@@ -77,7 +77,7 @@ mod tests {
         walk_batches(
             &bytes,
             true,
-            |_| {},
+            |_| true,
             |v| {
                 assert_eq!(v.len(), 64);
                 assert!(v[16..]

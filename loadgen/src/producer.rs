@@ -9,7 +9,13 @@
 //! send it then (no coordinated omission); in open throttle a message is due when it is
 //! generated, which happens whenever the unsent buffer has room.
 
-use std::{cell::RefCell, collections::VecDeque, rc::Rc, sync::Arc, time::Duration};
+use std::{
+    cell::{Cell, RefCell},
+    collections::VecDeque,
+    rc::Rc,
+    sync::Arc,
+    time::Duration,
+};
 
 use bytes::Bytes;
 use glommio::{channels::local_channel, sync::Semaphore};
@@ -17,14 +23,14 @@ use kafka_protocol::{
     error::ParseResponseErrorCode,
     messages::{
         produce_request::{PartitionProduceData, TopicProduceData},
-        ProduceRequest, TopicName,
+        ProduceRequest, TopicName, TransactionalId,
     },
 };
 
 use weir_client::{
     connection::{self, ResponseReader},
     dialer::Dialer,
-    record_batch::BatchBuilder,
+    record_batch::{BatchBuilder, Producer},
 };
 
 use crate::{
@@ -33,6 +39,7 @@ use crate::{
     options::Acks,
     payload::{filler, push_payload},
     stats::{CoreStats, Metric},
+    txn::{self, Transactions},
 };
 
 /// The Produce version loadgen speaks (Kafka 2.1+).
@@ -63,6 +70,25 @@ pub struct ProducerConfig {
     pub buffer_bytes: u64,
     /// How connections are opened (plain or TLS).
     pub dialer: Dialer,
+    /// Who the producers are to the broker.
+    pub identity: Identity,
+}
+
+/// Who a producer stream is to the broker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Identity {
+    /// No producer id: batches are not numbered.
+    Plain,
+    /// A producer id; every batch numbered, so a retry is stored once.
+    Idempotent,
+    /// A transactional id of its own: numbered batches in transactions of `size`
+    /// messages, `abort_ratio` of them aborted.
+    Transactional {
+        /// Messages per transaction.
+        size: u64,
+        /// Fraction of transactions aborted.
+        abort_ratio: f64,
+    },
 }
 
 /// One stream's assignment.
@@ -92,6 +118,14 @@ struct OpenBatch {
     opened_ns: u64,
 }
 
+/// What a stream's writer shares with its response reader: the request slots the
+/// reader frees, and the count of messages the broker refused (a transaction with a
+/// refused message is aborted).
+struct Requests {
+    slots: Rc<Semaphore>,
+    failures: Rc<Cell<u64>>,
+}
+
 /// A request on the wire, waiting for its response.
 struct InFlight {
     correlation_id: i32,
@@ -118,17 +152,54 @@ async fn produce(
     control: &Arc<Control>,
     stats: &Rc<RefCell<CoreStats>>,
 ) -> Result<(), String> {
-    let (mut writer, reader) = connection::connect_with(&config.dialer, &stream.leader, "loadgen")
-        .await
-        .map_err(|e| format!("producer {}: {e}", stream.id))?;
+    let (mut writer, mut reader) =
+        connection::connect_with(&config.dialer, &stream.leader, "loadgen")
+            .await
+            .map_err(|e| format!("producer {}: {e}", stream.id))?;
+    let named = |e: String| format!("producer {}: {e}", stream.id);
+    let mut txns = match config.identity {
+        Identity::Transactional { size, abort_ratio } => Some(
+            Transactions::start(
+                &config.dialer,
+                (&mut writer, &mut reader),
+                format!(
+                    "loadgen-{}-{}-{}",
+                    std::process::id(),
+                    control.start_ns,
+                    stream.id
+                ),
+                config.topic.clone(),
+                stream.partitions.clone(),
+                size,
+                abort_ratio,
+            )
+            .await
+            .map_err(named)?,
+        ),
+        _ => None,
+    };
+    let producer = match (&txns, config.identity) {
+        (Some(t), _) => Some(t.producer),
+        (None, Identity::Idempotent) => Some(
+            txn::idempotent_id(&mut writer, &mut reader)
+                .await
+                .map_err(named)?,
+        ),
+        _ => None,
+    };
     let slots = Rc::new(Semaphore::new(config.max_in_flight));
+    let failures = Rc::new(Cell::new(0u64));
+    let requests = Requests {
+        slots: slots.clone(),
+        failures: failures.clone(),
+    };
     let (in_flight_tx, in_flight_rx) = local_channel::new_unbounded::<InFlight>();
     let acknowledged = config.acks != Acks::None;
     let reader_task = acknowledged.then(|| {
         glommio::spawn_local(read_responses(
             reader,
             in_flight_rx,
-            slots.clone(),
+            requests,
             stream.id,
             control.clone(),
             stats.clone(),
@@ -138,11 +209,41 @@ async fn produce(
     });
 
     let mut batches = Accumulator::new(stream, config, control.start_ns);
+    batches.producer = producer;
+    batches.transactional = txns.is_some();
+    batches.transactional_id = txns.as_ref().map(|t| t.id.clone());
+    let mut failures_at_begin = 0;
     loop {
         let now = now_ns();
+        if let Some(t) = txns.as_mut().filter(|_| batches.cap.is_none()) {
+            if control.stopping(now) || batches.quota_reached() {
+                break;
+            }
+            t.begin().await.map_err(named)?;
+            batches.cap = Some(batches.generated + t.size);
+            failures_at_begin = failures.get();
+        }
         batches.generate_due(now, control);
         let stopping = control.stopping(now) || batches.quota_reached();
-        if !batches.sendable(now, stopping) {
+        if let Some(t) = txns.as_mut() {
+            if (stopping || batches.capped()) && batches.is_empty() {
+                // Every message of the transaction is sent: wait for their answers, then
+                // commit (or abort: as asked, or when one failed).
+                let all = config.max_in_flight;
+                if slots.acquire(all).await.is_err() {
+                    return Ok(());
+                }
+                slots.signal(all);
+                let commit = t.next_commits() && failures.get() == failures_at_begin;
+                let asked = now_ns();
+                t.end(commit).await.map_err(named)?;
+                stats.borrow_mut().record(Metric::Commit, now_ns() - asked);
+                batches.cap = None;
+                continue;
+            }
+        }
+        let flushing = stopping || batches.capped();
+        if !batches.sendable(now, flushing) {
             if stopping && batches.is_empty() {
                 break;
             }
@@ -160,8 +261,8 @@ async fn produce(
         // Messages that fell due while every slot was busy join the batches about to go.
         let now = now_ns();
         batches.generate_due(now, control);
-        let stopping = control.stopping(now) || batches.quota_reached();
-        let (request, sent) = batches.take_request(now, stopping);
+        let flushing = control.stopping(now) || batches.quota_reached() || batches.capped();
+        let (request, sent) = batches.take_request(now, flushing);
         let correlation_id = writer
             .send(&request, PRODUCE_VERSION)
             .await
@@ -223,6 +324,17 @@ struct Accumulator<'a> {
     ready: VecDeque<ReadyBatch>,
     generated: u64,
     buffered_bytes: u64,
+    /// The producer id and epoch batches carry, when the stream has one.
+    producer: Option<(i64, i16)>,
+    /// Whether batches belong to transactions.
+    transactional: bool,
+    /// The transactional id Produce requests carry, with transactions.
+    transactional_id: Option<TransactionalId>,
+    /// Each partition's next sequence number.
+    next_sequence: Vec<i32>,
+    /// With transactions: generation stops at this many messages until the open
+    /// transaction ends.
+    cap: Option<u64>,
 }
 
 impl<'a> Accumulator<'a> {
@@ -242,7 +354,17 @@ impl<'a> Accumulator<'a> {
             ready: VecDeque::new(),
             generated: 0,
             buffered_bytes: 0,
+            producer: None,
+            transactional: false,
+            transactional_id: None,
+            next_sequence: vec![0; stream.partitions.len()],
+            cap: None,
         }
+    }
+
+    /// True when the open transaction has all its messages.
+    fn capped(&self) -> bool {
+        self.cap.is_some_and(|c| self.generated >= c)
     }
 
     fn record_bytes(&self) -> u64 {
@@ -284,7 +406,10 @@ impl<'a> Accumulator<'a> {
     /// partition has a full batch waiting; either way only while the buffer has room.
     fn generate(&mut self, now: u64) {
         let partitions = self.stream.partitions.len();
-        while self.buffered_bytes < self.config.buffer_bytes && !self.quota_reached() {
+        while self.buffered_bytes < self.config.buffer_bytes
+            && !self.quota_reached()
+            && !self.capped()
+        {
             let send_ns = if self.period_ns > 0.0 {
                 let due = self.due_ns(self.generated);
                 if due > now {
@@ -300,11 +425,31 @@ impl<'a> Accumulator<'a> {
             let slot = (self.generated % partitions as u64) as usize;
             let (batch_bytes, message_bytes) = (self.config.batch_bytes, self.config.message_bytes);
             let timestamp_ms = (self.wall_ms)(send_ns);
-            let batch = self.open[slot].get_or_insert_with(|| OpenBatch {
-                builder: BatchBuilder::new(batch_bytes, timestamp_ms),
-                send_ns: Vec::with_capacity(batch_bytes / message_bytes + 1),
-                opened_ns: send_ns,
+            let (producer, transactional) = (self.producer, self.transactional);
+            let sequence = &mut self.next_sequence[slot];
+            let batch = self.open[slot].get_or_insert_with(|| {
+                let mut builder = BatchBuilder::new(batch_bytes, timestamp_ms);
+                if let Some((id, epoch)) = producer {
+                    builder = builder.producer(Producer {
+                        id,
+                        epoch,
+                        base_sequence: *sequence,
+                    });
+                }
+                if transactional {
+                    builder = builder.transactional();
+                }
+                OpenBatch {
+                    builder,
+                    send_ns: Vec::with_capacity(batch_bytes / message_bytes + 1),
+                    opened_ns: send_ns,
+                }
             });
+            *sequence = if *sequence == i32::MAX {
+                0
+            } else {
+                *sequence + 1
+            };
             let key = self.config.keys.map(|n| (self.generated % n).to_be_bytes());
             push_payload(
                 &mut batch.builder,
@@ -408,6 +553,7 @@ impl<'a> Accumulator<'a> {
         self.ready = kept;
         let mut request = ProduceRequest::default();
         request.acks = self.config.acks.wire();
+        request.transactional_id = self.transactional_id.clone();
         request.timeout_ms = 30_000;
         request.topic_data = vec![TopicProduceData::default()
             .with_name(self.config.topic.clone())
@@ -419,12 +565,13 @@ impl<'a> Accumulator<'a> {
 async fn read_responses(
     mut reader: ResponseReader,
     in_flight: local_channel::LocalReceiver<InFlight>,
-    slots: Rc<Semaphore>,
+    requests: Requests,
     stream_id: u64,
     control: Arc<Control>,
     stats: Rc<RefCell<CoreStats>>,
     message_bytes: u64,
 ) {
+    let Requests { slots, failures } = requests;
     while let Some(request) = in_flight.recv().await {
         let response = match reader
             .receive::<ProduceRequest>(request.correlation_id, PRODUCE_VERSION)
@@ -456,6 +603,7 @@ async fn read_responses(
                 None => acknowledge(&mut stats, &control, send_ns, acked_ns, message_bytes),
                 Some(error) => {
                     let messages = send_ns.len() as u64;
+                    failures.set(failures.get() + messages);
                     stats.counters.errors += messages;
                     control.note_error(&format!("{error:?}"), messages);
                 }
@@ -497,6 +645,10 @@ fn wall_clock_ms() -> impl Fn(u64) -> i64 {
 mod tests {
     use super::*;
     use kafka_protocol::protocol::StrBytes;
+    use weir_client::record_batch::{
+        be_i16, be_i32, be_i64, ATTRIBUTES_AT, ATTRIBUTE_TRANSACTIONAL, BASE_SEQUENCE_AT,
+        PRODUCER_EPOCH_AT, PRODUCER_ID_AT,
+    };
 
     fn config(batch_bytes: usize, linger_ns: u64) -> ProducerConfig {
         ProducerConfig {
@@ -509,6 +661,7 @@ mod tests {
             max_in_flight: 5,
             buffer_bytes: 1 << 20,
             dialer: Dialer::plaintext(),
+            identity: Identity::Plain,
         }
     }
 
@@ -558,6 +711,39 @@ mod tests {
         let mut open = Accumulator::new(&o, &c, 0);
         open.generate_due(3_000_000_000, &control);
         assert_eq!(open.generated, 0, "open throttle stops at the end");
+    }
+
+    #[test]
+    fn an_idempotent_streams_batches_number_each_partitions_records_and_a_cap_holds() {
+        let (s, c) = (stream(1000.0), config(1 << 20, 0));
+        let mut a = Accumulator::new(&s, &c, 0);
+        a.producer = Some((7, 2));
+        a.transactional = true;
+        a.cap = Some(6);
+        a.generate(9_999_999);
+        assert_eq!(a.generated, 6, "the transaction's cap stops generation");
+        assert!(a.capped());
+        let (request, _) = a.take_request(9_999_999, true);
+        let batches: Vec<_> = request.topic_data[0]
+            .partition_data
+            .iter()
+            .map(|p| p.records.clone().expect("records"))
+            .collect();
+        for b in &batches {
+            assert_eq!(be_i64(b, PRODUCER_ID_AT), 7);
+            assert_eq!(be_i16(b, PRODUCER_EPOCH_AT), 2);
+            assert_eq!(be_i32(b, BASE_SEQUENCE_AT), 0);
+            assert_ne!(be_i16(b, ATTRIBUTES_AT) & ATTRIBUTE_TRANSACTIONAL, 0);
+        }
+        a.cap = Some(10);
+        a.generate(9_999_999);
+        let (request, _) = a.take_request(9_999_999, true);
+        let next = request.topic_data[0].partition_data[0].records.clone();
+        assert_eq!(
+            be_i32(&next.expect("records"), BASE_SEQUENCE_AT),
+            3,
+            "a partition's second batch continues its sequence"
+        );
     }
 
     #[test]

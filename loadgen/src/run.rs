@@ -27,7 +27,7 @@ use crate::{
     group::{self, Membership, Positions, SessionStats},
     options::{StartAt, Workload},
     plan,
-    producer::{self, ProduceStream, ProducerConfig},
+    producer::{self, Identity, ProduceStream, ProducerConfig},
     report::{self, CoreReport},
     results::{percentile_distribution, GroupSummary, LatencySummary, Summary, Throughput},
     stats::{CoreStats, IntervalReport, Metric},
@@ -54,12 +54,17 @@ impl Mode {
         }
     }
 
-    fn metrics(self) -> &'static [Metric] {
-        match self {
-            Mode::Produce => &[Metric::Produce],
-            Mode::Consume => &[Metric::Fetch],
-            Mode::EndToEnd => &[Metric::Produce, Metric::EndToEnd, Metric::Fetch],
+    /// What the mode measures; transactional producers add their commits.
+    fn metrics(self, transactional: bool) -> Vec<Metric> {
+        let mut metrics = match self {
+            Mode::Produce => vec![Metric::Produce],
+            Mode::Consume => vec![Metric::Fetch],
+            Mode::EndToEnd => vec![Metric::Produce, Metric::EndToEnd, Metric::Fetch],
+        };
+        if transactional && self != Mode::Consume {
+            metrics.push(Metric::Commit);
         }
+        metrics
     }
 }
 
@@ -155,6 +160,16 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         max_in_flight: u64::from(workload.max_in_flight),
         buffer_bytes: workload.buffer_bytes,
         dialer: dialer.clone(),
+        identity: if workload.transactional {
+            Identity::Transactional {
+                size: workload.transaction_size,
+                abort_ratio: workload.abort_ratio,
+            }
+        } else if workload.idempotent {
+            Identity::Idempotent
+        } else {
+            Identity::Plain
+        },
     };
     let end_to_end = mode == Mode::EndToEnd;
     let consumer_config = ConsumerConfig {
@@ -166,6 +181,7 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         messages: if end_to_end { None } else { workload.messages },
         positions: positions.clone(),
         dialer,
+        read_committed: workload.read_committed,
     };
     let mut handles = Vec::new();
     let core_count = cores.len();
@@ -213,7 +229,7 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
     let totals = report::collect(
         rx,
         core_count,
-        mode.metrics(),
+        &mode.metrics(workload.transactional),
         &workload.out,
         start_ns,
         warmup,

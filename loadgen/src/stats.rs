@@ -25,7 +25,12 @@ pub enum Metric {
     EndToEnd,
     /// From a fetch request's send to its response.
     Fetch,
+    /// From a transaction's EndTxn request to its answer (commit or abort).
+    Commit,
 }
+
+/// How many metrics there are.
+pub const METRIC_COUNT: usize = 4;
 
 impl Metric {
     /// The name used for files and in summary.json.
@@ -34,6 +39,7 @@ impl Metric {
             Metric::Produce => "produce",
             Metric::EndToEnd => "e2e",
             Metric::Fetch => "fetch",
+            Metric::Commit => "commit",
         }
     }
 
@@ -76,7 +82,7 @@ impl Counters {
 
 /// One core's measurements of the current interval.
 pub struct CoreStats {
-    histograms: [Histogram<u64>; 3],
+    histograms: [Histogram<u64>; METRIC_COUNT],
     /// The interval's counts so far.
     pub counters: Counters,
 }
@@ -84,11 +90,7 @@ pub struct CoreStats {
 impl Default for CoreStats {
     fn default() -> Self {
         CoreStats {
-            histograms: [
-                latency_histogram(),
-                latency_histogram(),
-                latency_histogram(),
-            ],
+            histograms: std::array::from_fn(|_| latency_histogram()),
             counters: Counters::default(),
         }
     }
@@ -101,14 +103,10 @@ impl CoreStats {
     }
 
     /// Takes the interval's histograms and counters, leaving empty ones.
-    pub fn take(&mut self) -> ([Histogram<u64>; 3], Counters) {
+    pub fn take(&mut self) -> ([Histogram<u64>; METRIC_COUNT], Counters) {
         let histograms = std::mem::replace(
             &mut self.histograms,
-            [
-                latency_histogram(),
-                latency_histogram(),
-                latency_histogram(),
-            ],
+            std::array::from_fn(|_| latency_histogram()),
         );
         (histograms, std::mem::take(&mut self.counters))
     }
@@ -121,8 +119,8 @@ pub struct IntervalReport {
     pub tick: u64,
     /// When the interval ended, on the process clock.
     pub end_ns: u64,
-    /// Latency histograms, indexed by metric (produce, e2e, fetch).
-    pub histograms: [Histogram<u64>; 3],
+    /// Latency histograms, indexed by metric (produce, e2e, fetch, commit).
+    pub histograms: [Histogram<u64>; METRIC_COUNT],
     /// The interval's counts.
     pub counters: Counters,
     /// Whether this is the core's last report.
