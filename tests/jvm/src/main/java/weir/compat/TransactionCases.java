@@ -120,11 +120,14 @@ class TransactionCases {
         assertTrue(after.stream().noneMatch(k -> k.startsWith("zombie")), "the zombie's records were read");
     }
 
+    /** kafka-transactions.sh: its options, --command-config included, go before the subcommand. */
     private static Tool.Run transactionsTool(String... args) {
         List<String> all = new ArrayList<>(List.of("--bootstrap-server", Weir.bootstrap()));
+        if (Weir.clientConfigFile() != null) {
+            all.addAll(List.of("--command-config", Weir.clientConfigFile()));
+        }
         all.addAll(List.of(args));
-        return Tool.run("org.apache.kafka.tools.TransactionsCommand",
-                Tool.withConfig("--command-config", all.toArray(new String[0])));
+        return Tool.run("org.apache.kafka.tools.TransactionsCommand", all.toArray(new String[0]));
     }
 
     @Test
