@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use common::{
     cluster::{coordinator_node, create_topic as create, run_weir, Cluster},
     interop::{python, run_script_logged, script, spawn_script_logged},
+    jvm::kafka_tool,
     kafka_client::produce_request,
     kcat,
     loop_mount::mount_small_ext4,
@@ -1045,4 +1046,111 @@ fn a_transactional_copy_is_exactly_once_while_leaders_are_killed() {
     eprintln!("{copied}");
     let check = ["check", &bootstrap, "tx-out", RECORDS].map(String::from);
     run_script_logged("txn_copy.py", &check, || hosts_log(&mut cluster));
+}
+
+#[test]
+fn kafkas_own_transactional_copier_is_exactly_once_while_leaders_are_killed() {
+    const RECORDS: &str = "6000";
+    let mut cluster =
+        Cluster::start_configured(3, 1, |_| vec!["--session-timeout".into(), "3s".into()]);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b1 = cluster.host(1).bootstrap();
+    for topic in ["eos-in", "eos-out"] {
+        create(&b1, topic, 3, 3);
+        wait_for(&b1, topic, Duration::from_secs(10), "created", |r| {
+            r.isr.len() == 3
+        });
+    }
+    let bootstrap: String = (1..=3)
+        .map(|h| cluster.host(h).bootstrap())
+        .collect::<Vec<_>>()
+        .join(",");
+    let hosts_log = |cluster: &mut Cluster| -> String {
+        (1..=3)
+            .map(|h| format!("--- host {h}\n{}", cluster.host(h).log()))
+            .collect()
+    };
+    // The input, written by Kafka's VerifiableProducer (values 0..RECORDS).
+    let seeded = kafka_tool("org.apache.kafka.tools.VerifiableProducer")
+        .args(["--bootstrap-server", &bootstrap, "--topic", "eos-in"])
+        .args(["--max-messages", RECORDS, "--acks", "-1"])
+        .output()
+        .expect("run VerifiableProducer");
+    let said = String::from_utf8_lossy(&seeded.stdout).into_owned();
+    assert!(
+        seeded.status.success() && said.contains(&format!("\"acked\":{RECORDS}")),
+        "VerifiableProducer: {said}{}",
+        String::from_utf8_lossy(&seeded.stderr)
+    );
+    // One copier per input partition, with random aborts, as Kafka's transactions
+    // system test runs them.
+    let logs = cluster.dir.path().to_path_buf();
+    let mut copiers: Vec<std::process::Child> = (0..3)
+        .map(|p| {
+            let log = std::fs::File::create(logs.join(format!("copier-{p}.log"))).expect("log");
+            kafka_tool("org.apache.kafka.tools.TransactionalMessageCopier")
+                .args(["--broker-list", &bootstrap, "--input-topic", "eos-in"])
+                .args([
+                    "--input-partition",
+                    &p.to_string(),
+                    "--output-topic",
+                    "eos-out",
+                ])
+                .args(["--transactional-id", &format!("copier-{p}")])
+                .args([
+                    "--consumer-group",
+                    "eos-copiers",
+                    "--transaction-size",
+                    "100",
+                ])
+                .args(["--enable-random-aborts", "--use-group-metadata"])
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .spawn()
+                .expect("start TransactionalMessageCopier")
+        })
+        .collect();
+    for kill in 0..3u32 {
+        std::thread::sleep(Duration::from_secs(2));
+        let via = cluster.host((kill % 3) + 1).bootstrap();
+        let rows = wait_for(&via, "eos-out", Duration::from_secs(30), "in sync", |r| {
+            r.leader >= 0 && r.isr.len() == 3
+        });
+        let victim = (rows[kill as usize].leader / 1024) as u32;
+        eprintln!("kill {kill}: host {victim}, leader of eos-out-{kill}");
+        cluster.host(victim).kill();
+        std::thread::sleep(Duration::from_secs(2));
+        cluster.host(victim).spawn();
+        cluster.host(victim).wait_serving();
+    }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    for (p, copier) in copiers.iter_mut().enumerate() {
+        let status = loop {
+            if let Some(status) = copier.try_wait().expect("copier") {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = copier.kill();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let log = std::fs::read_to_string(logs.join(format!("copier-{p}.log"))).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        let reports = log.lines().filter(|l| l.starts_with('{')).count();
+        eprintln!("copier {p} ended {status:?} after {reports} progress reports");
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "copier {p} ended {status:?}:\n{}\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            hosts_log(&mut cluster)
+        );
+    }
+    let check = [
+        bootstrap.clone(),
+        "eos-out".into(),
+        "3".into(),
+        RECORDS.into(),
+    ];
+    run_script_logged("eos_check.py", &check, || hosts_log(&mut cluster));
 }

@@ -20,6 +20,14 @@ fn classpath() -> String {
     format!("{}:{}", root.join("classes").display(), jars.trim())
 }
 
+/// A Kafka tool's `main` in a JVM of its own, as `kafka-run-class.sh CLASS` runs it
+/// (for the tools run beside faults: Verifiable*, TransactionalMessageCopier).
+pub fn kafka_tool(class: &str) -> Command {
+    let mut command = Command::new("java");
+    command.arg("-cp").arg(classpath()).arg(class);
+    command
+}
+
 /// Where the cases run and what they may assume of it.
 pub struct Target<'a> {
     /// The bootstrap servers.
