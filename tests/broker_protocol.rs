@@ -318,6 +318,13 @@ fn transactional_requests_out_of_order_get_kafkas_errors_and_store_nothing() {
     assert_eq!((found.error_code, found.port), (0, i32::from(port)));
 
     let mut init = InitProducerIdRequest::default();
+    init.transactional_id = Some(TransactionalId(StrBytes::from_static_str("")));
+    init.transaction_timeout_ms = 60_000;
+    assert_eq!(
+        call(&mut connect(port), &init, 4).error_code,
+        code(ResponseError::InvalidRequest),
+        "an empty transactional id, as Kafka answers it"
+    );
     init.transactional_id = Some(id.clone());
     init.transaction_timeout_ms = 3_600_000;
     init.producer_id = ProducerId(-1);

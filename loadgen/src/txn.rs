@@ -49,16 +49,21 @@ pub async fn idempotent_id(
     reader: &mut ResponseReader,
 ) -> Result<(i64, i16), String> {
     let mut request = InitProducerIdRequest::default();
+    request.transactional_id = None;
     request.producer_id = ProducerId(-1);
     request.producer_epoch = -1;
     request.transaction_timeout_ms = -1;
-    let answer = call(writer, reader, &request, INIT_PRODUCER_ID_VERSION)
-        .await
-        .map_err(|e| format!("InitProducerId: {e}"))?;
-    match ResponseError::try_from_code(answer.error_code) {
-        None => Ok((answer.producer_id.0, answer.producer_epoch)),
-        Some(e) => Err(format!("InitProducerId: {e:?}")),
+    for _ in 0..TRIES {
+        let answer = call(writer, reader, &request, INIT_PRODUCER_ID_VERSION)
+            .await
+            .map_err(|e| format!("InitProducerId: {e}"))?;
+        match ResponseError::try_from_code(answer.error_code) {
+            None => return Ok((answer.producer_id.0, answer.producer_epoch)),
+            Some(_) if retriable(answer.error_code) => glommio::timer::sleep(RETRY_PAUSE).await,
+            Some(e) => return Err(format!("InitProducerId: {e:?}")),
+        }
     }
+    Err(format!("InitProducerId: still refused after {TRIES} tries"))
 }
 
 /// Whether transaction number `n` (from 0) commits when `abort_ratio` of them abort:

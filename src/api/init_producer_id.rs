@@ -32,6 +32,9 @@ async fn init_transactional(
     id: &str,
     req: &InitProducerIdRequest,
 ) -> Result<(i64, i16), ResponseError> {
+    if id.is_empty() {
+        return Err(ResponseError::InvalidRequest);
+    }
     if !access.transactional_id(Operation::Write, id) {
         return Err(ResponseError::TransactionalIdAuthorizationFailed);
     }

@@ -65,9 +65,11 @@ impl TxnCoordinator {
         }
     }
 
-    /// `id`'s state, if it has one.
+    /// `id`'s state, if it has one; INVALID_REQUEST for an empty or too long id.
     pub fn get(&self, id: &str) -> Result<Option<TxnMetadata>, ResponseError> {
-        if id.len() > TRANSACTIONAL_ID_BYTES_MAX {
+        // Kafka refuses an empty transactional id as INVALID_REQUEST; LMDB cannot key
+        // one longer than its limit.
+        if id.is_empty() || id.len() > TRANSACTIONAL_ID_BYTES_MAX {
             return Err(ResponseError::InvalidRequest);
         }
         self.store.transaction(id).map_err(|e| {
