@@ -56,12 +56,13 @@ elif mode == "copy":
 
     def rewind():
         """Back to the group's committed offsets (what the last committed transaction
-        consumed)."""
+        consumed), by assigning the partitions at them: librdkafka refuses a seek on a
+        partition whose fetcher has not started yet (_STATE), an assignment never."""
         while True:
             try:
                 committed = consumer.committed(tps, timeout=10)
-                for tp in committed:
-                    consumer.seek(TopicPartition(source, tp.partition, max(tp.offset, 0)))
+                consumer.assign([TopicPartition(source, tp.partition, max(tp.offset, 0))
+                                 for tp in committed])
                 return sum(max(tp.offset, 0) for tp in committed)
             except KafkaException as e:
                 log("rewind:", e)
