@@ -20,8 +20,10 @@ use weir_client::record_batch::BatchBuilder;
 
 use super::offset_store::{CommittedOffset, Fence, OffsetStore, OffsetStoreError};
 use crate::storage::{
-    batch_records::record_values, partition_log::Wait, record_batch::RecordBatch, BatchError,
-    Offset, PartitionLog, ProducePayload, StorageError,
+    batch_records::record_values,
+    partition_log::{Durable, Wait},
+    record_batch::RecordBatch,
+    BatchError, Offset, PartitionLog, ProducePayload, StorageError,
 };
 use crate::txn::state::TxnMetadata;
 
@@ -106,13 +108,21 @@ pub struct Journal {
 impl Journal {
     /// Appends `record` and waits until every in-sync replica holds it.
     pub async fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
+        self.append_unwaited(record)
+            .await?
+            .waiting_for(Wait::Committed)
+            .await?;
+        Ok(())
+    }
+
+    /// Appends `record` and returns without waiting: the future resolves once every
+    /// in-sync replica holds it. For records a crash may lose without harm.
+    pub async fn append_unwaited(&self, record: &JournalRecord) -> Result<Durable, JournalError> {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
         let payload = encode(record, now_ms)?;
-        let appended = self.log.append(&payload, self.epoch).await?;
-        appended.durable.waiting_for(Wait::Committed).await?;
-        Ok(())
+        Ok(self.log.append(&payload, self.epoch).await?.durable)
     }
 }
 

@@ -97,7 +97,7 @@ impl ShardContext {
         let Some(done) = state::complete(meta, now_ms()) else {
             return Ok(meta.clone());
         };
-        self.txns.persist(id, &done, journal).await?;
+        self.txns.persist_eventually(id, &done, journal).await?;
         if end.commit {
             self.metrics.transactions.committed();
         } else {
