@@ -18,10 +18,6 @@ use crate::{
 
 use super::{authorize::Access, error_code::fenced_before, Call, Handler, Reply};
 
-/// The longest `transaction.timeout.ms` a producer may ask for (Kafka's
-/// `transaction.max.timeout.ms` default, 15 minutes).
-pub const TRANSACTION_TIMEOUT_MAX_MS: i32 = 900_000;
-
 /// InitProducerId for transactional id `id`, at its coordinator: the producer id and
 /// the new epoch, durable before they are returned. An open transaction is aborted
 /// first at a bumped epoch (fencing the producer that opened it); when that abort
@@ -48,7 +44,7 @@ async fn init_transactional(
         let outcome = state::init(
             current.as_ref(),
             req.transaction_timeout_ms,
-            TRANSACTION_TIMEOUT_MAX_MS,
+            i32::try_from(ctx.config.transaction_timeout_max.as_millis()).unwrap_or(i32::MAX),
             expected,
             now_ms(),
         )?;

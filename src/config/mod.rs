@@ -17,6 +17,7 @@ mod options;
 mod security;
 mod shards;
 mod storage;
+mod transactions;
 mod values;
 
 pub use options::ServeOptions;
@@ -112,6 +113,8 @@ pub struct BrokerConfig {
     pub sasl: Option<SaslConfig>,
     /// ACLs enforced; `None`: every client may do everything.
     pub authorizer: Option<AuthorizerConfig>,
+    /// The longest `transaction.timeout.ms` a producer may ask for.
+    pub transaction_timeout_max: Duration,
 }
 
 impl Default for BrokerConfig {
@@ -147,6 +150,7 @@ impl Default for BrokerConfig {
             tls: None,
             sasl: None,
             authorizer: None,
+            transaction_timeout_max: Duration::from_secs(15 * 60),
         }
     }
 }
@@ -187,6 +191,7 @@ impl BrokerConfig {
         storage::apply(&mut self, &o)?;
         cluster::apply(&mut self, &o)?;
         security::apply(&mut self, &o)?;
+        transactions::apply(&mut self, &o);
         self.validate()?;
         Ok(self)
     }
@@ -196,6 +201,7 @@ impl BrokerConfig {
         shards::validate(self)?;
         network::validate(self)?;
         storage::validate(self)?;
+        transactions::validate(self)?;
         security::validate(self)
     }
 
@@ -300,6 +306,25 @@ mod tests {
             let o = serve(None, &args).expect("parses");
             let err = BrokerConfig::default().apply(o).expect_err("refused");
             assert!(err.to_string().contains(args[0]), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_transaction_timeout_limit_is_set_from_flag_or_file_and_refused_out_of_range() {
+        assert_eq!(
+            BrokerConfig::default().transaction_timeout_max,
+            Duration::from_secs(900)
+        );
+        let o = serve(Some("transaction-max-timeout = \"1h\"\n"), &[]).expect("valid");
+        let c = BrokerConfig::default().apply(o).expect("valid");
+        assert_eq!(c.transaction_timeout_max, Duration::from_secs(3600));
+        for bad in ["500ms", "30d"] {
+            let o = serve(None, &["--transaction-max-timeout", bad]).expect("parses");
+            let err = BrokerConfig::default().apply(o).expect_err("refused");
+            assert!(
+                err.to_string().contains("--transaction-max-timeout"),
+                "{err}"
+            );
         }
     }
 

@@ -151,6 +151,13 @@ pub struct ServeOptions {
     #[serde(default, deserialize_with = "parsed")]
     pub replica_lag_time_max: Option<Span>,
 
+    /// The longest transaction.timeout.ms a transactional producer may ask for; a
+    /// transaction open longer than its own timeout is aborted (Kafka's
+    /// transaction.max.timeout.ms). [default: 15m]
+    #[arg(long, value_name = "DURATION", help_heading = "Transactions")]
+    #[serde(default, deserialize_with = "parsed")]
+    pub transaction_max_timeout: Option<Span>,
+
     /// Also serve TLS (Kafka's SSL protocol): shard 0 here, shard n on port + n.
     /// Needs --tls-cert and --tls-key; the certificate must name the advertised host.
     #[arg(long, value_name = "HOST:PORT", help_heading = "Security")]
