@@ -991,14 +991,14 @@ fn a_host_away_while_topics_are_deleted_drops_them_and_never_serves_old_records(
     );
 }
 
-#[test]
-fn a_transactional_copy_is_exactly_once_while_leaders_are_killed() {
-    const RECORDS: &str = "3000";
+/// Three one-shard hosts (3 s session timeout) with `topics` created, 3 partitions of 3
+/// replicas each and wholly in sync: the cluster and every host's address.
+fn three_hosts_for_a_copy(topics: &[&str]) -> (Cluster, String) {
     let mut cluster =
         Cluster::start_configured(3, 1, |_| vec!["--session-timeout".into(), "3s".into()]);
     cluster.converged_metadata(Duration::from_secs(15));
     let b1 = cluster.host(1).bootstrap();
-    for topic in ["tx-in", "tx-out"] {
+    for topic in topics {
         create(&b1, topic, 3, 3);
         wait_for(&b1, topic, Duration::from_secs(10), "created", |r| {
             r.isr.len() == 3
@@ -1008,11 +1008,38 @@ fn a_transactional_copy_is_exactly_once_while_leaders_are_killed() {
         .map(|h| cluster.host(h).bootstrap())
         .collect::<Vec<_>>()
         .join(",");
-    let hosts_log = |cluster: &mut Cluster| -> String {
-        (1..=3)
-            .map(|h| format!("--- host {h}\n{}", cluster.host(h).log()))
-            .collect()
-    };
+    (cluster, bootstrap)
+}
+
+/// Every host's log, for a failure message.
+fn hosts_log(cluster: &mut Cluster) -> String {
+    (1..=3)
+        .map(|h| format!("--- host {h}\n{}", cluster.host(h).log()))
+        .collect()
+}
+
+/// Kills -9 the leader of partition 0, 1 and 2 of `topic` in turn, `pause` apart, each
+/// once the partition is wholly in sync again, restarting it two seconds later.
+fn kill_each_leader_in_turn(cluster: &mut Cluster, topic: &str, pause: Duration) {
+    for kill in 0..3u32 {
+        std::thread::sleep(pause);
+        let via = cluster.host((kill % 3) + 1).bootstrap();
+        let rows = wait_for(&via, topic, Duration::from_secs(30), "in sync", |r| {
+            r.leader >= 0 && r.isr.len() == 3
+        });
+        let victim = (rows[kill as usize].leader / 1024) as u32;
+        eprintln!("kill {kill}: host {victim}, leader of {topic}-{kill}");
+        cluster.host(victim).kill();
+        std::thread::sleep(Duration::from_secs(2));
+        cluster.host(victim).spawn();
+        cluster.host(victim).wait_serving();
+    }
+}
+
+#[test]
+fn a_transactional_copy_is_exactly_once_while_leaders_are_killed() {
+    const RECORDS: &str = "3000";
+    let (mut cluster, bootstrap) = three_hosts_for_a_copy(&["tx-in", "tx-out"]);
     let seed = ["seed", &bootstrap, "tx-in", RECORDS].map(String::from);
     run_script_logged("txn_copy.py", &seed, || hosts_log(&mut cluster));
     let copier_log = cluster.dir.path().join("copier.log");
@@ -1022,20 +1049,7 @@ fn a_transactional_copy_is_exactly_once_while_leaders_are_killed() {
         450,
         Some(&copier_log),
     );
-    // Kill the leader of one output partition after another while the copy runs.
-    for kill in 0..3 {
-        std::thread::sleep(Duration::from_secs(3));
-        let via = cluster.host((kill % 3) + 1).bootstrap();
-        let rows = wait_for(&via, "tx-out", Duration::from_secs(30), "in sync", |r| {
-            r.leader >= 0 && r.isr.len() == 3
-        });
-        let victim = (rows[kill as usize].leader / 1024) as u32;
-        eprintln!("kill {kill}: host {victim}, leader of tx-out-{kill}");
-        cluster.host(victim).kill();
-        std::thread::sleep(Duration::from_secs(2));
-        cluster.host(victim).spawn();
-        cluster.host(victim).wait_serving();
-    }
+    kill_each_leader_in_turn(&mut cluster, "tx-out", Duration::from_secs(3));
     let status = copier.wait().expect("copier");
     let copied = std::fs::read_to_string(&copier_log).unwrap_or_default();
     assert!(
@@ -1051,25 +1065,7 @@ fn a_transactional_copy_is_exactly_once_while_leaders_are_killed() {
 #[test]
 fn kafkas_own_transactional_copier_is_exactly_once_while_leaders_are_killed() {
     const RECORDS: &str = "6000";
-    let mut cluster =
-        Cluster::start_configured(3, 1, |_| vec!["--session-timeout".into(), "3s".into()]);
-    cluster.converged_metadata(Duration::from_secs(15));
-    let b1 = cluster.host(1).bootstrap();
-    for topic in ["eos-in", "eos-out"] {
-        create(&b1, topic, 3, 3);
-        wait_for(&b1, topic, Duration::from_secs(10), "created", |r| {
-            r.isr.len() == 3
-        });
-    }
-    let bootstrap: String = (1..=3)
-        .map(|h| cluster.host(h).bootstrap())
-        .collect::<Vec<_>>()
-        .join(",");
-    let hosts_log = |cluster: &mut Cluster| -> String {
-        (1..=3)
-            .map(|h| format!("--- host {h}\n{}", cluster.host(h).log()))
-            .collect()
-    };
+    let (mut cluster, bootstrap) = three_hosts_for_a_copy(&["eos-in", "eos-out"]);
     // The input, written by Kafka's VerifiableProducer (values 0..RECORDS).
     let seeded = kafka_tool("org.apache.kafka.tools.VerifiableProducer")
         .args(["--bootstrap-server", &bootstrap, "--topic", "eos-in"])
@@ -1110,19 +1106,7 @@ fn kafkas_own_transactional_copier_is_exactly_once_while_leaders_are_killed() {
                 .expect("start TransactionalMessageCopier")
         })
         .collect();
-    for kill in 0..3u32 {
-        std::thread::sleep(Duration::from_secs(2));
-        let via = cluster.host((kill % 3) + 1).bootstrap();
-        let rows = wait_for(&via, "eos-out", Duration::from_secs(30), "in sync", |r| {
-            r.leader >= 0 && r.isr.len() == 3
-        });
-        let victim = (rows[kill as usize].leader / 1024) as u32;
-        eprintln!("kill {kill}: host {victim}, leader of eos-out-{kill}");
-        cluster.host(victim).kill();
-        std::thread::sleep(Duration::from_secs(2));
-        cluster.host(victim).spawn();
-        cluster.host(victim).wait_serving();
-    }
+    kill_each_leader_in_turn(&mut cluster, "eos-out", Duration::from_secs(2));
     let deadline = Instant::now() + Duration::from_secs(300);
     for (p, copier) in copiers.iter_mut().enumerate() {
         let status = loop {

@@ -72,9 +72,19 @@ fn unstable(ctx: &ShardContext, group: &str, require_stable: bool) -> Vec<(Strin
         })
 }
 
-/// True when `(topic, p)` is among `unstable`.
-fn is_unstable(unstable: &[(String, u32)], topic: &str, p: i32) -> bool {
-    unstable.iter().any(|(t, q)| t == topic && *q as i32 == p)
+/// What OffsetFetch answers for partition `p` of `topic` committed at `stored`: nothing
+/// and UNSTABLE_OFFSET_COMMIT while it is among `unstable`, else `stored` and no error.
+fn stable_answer(
+    unstable: &[(String, u32)],
+    topic: &str,
+    p: i32,
+    stored: Option<CommittedOffset>,
+) -> (Option<CommittedOffset>, i16) {
+    if unstable.iter().any(|(t, q)| t == topic && *q as i32 == p) {
+        (None, ResponseError::UnstableOffsetCommit.code())
+    } else {
+        (stored, 0)
+    }
 }
 
 /// OffsetFetch: one group (v1–7) or a batch of groups (v8), each answered by its own
@@ -143,15 +153,12 @@ impl Handler for OffsetFetch {
                         for (topic, partitions) in found {
                             let mut t = OffsetFetchResponseTopics::default();
                             t.name = super::topic_name(&topic);
-                            for (p, stored) in partitions {
+                            for (p, committed) in partitions {
                                 let mut r = OffsetFetchResponsePartitions::default();
                                 r.partition_index = p;
-                                let stored = if is_unstable(&pending, &topic, p) {
-                                    r.error_code = ResponseError::UnstableOffsetCommit.code();
-                                    None
-                                } else {
-                                    stored
-                                };
+                                let stored;
+                                (stored, r.error_code) =
+                                    stable_answer(&pending, &topic, p, committed);
                                 let (offset, epoch, metadata) = value(&stored);
                                 r.committed_offset = offset;
                                 r.committed_leader_epoch = epoch;
@@ -195,15 +202,11 @@ impl Handler for OffsetFetch {
                 for (topic, partitions) in found {
                     let mut t = OffsetFetchResponseTopic::default();
                     t.name = super::topic_name(&topic);
-                    for (p, stored) in partitions {
+                    for (p, committed) in partitions {
                         let mut r = OffsetFetchResponsePartition::default();
                         r.partition_index = p;
-                        let stored = if is_unstable(&pending, &topic, p) {
-                            r.error_code = ResponseError::UnstableOffsetCommit.code();
-                            None
-                        } else {
-                            stored
-                        };
+                        let stored;
+                        (stored, r.error_code) = stable_answer(&pending, &topic, p, committed);
                         let (offset, epoch, metadata) = value(&stored);
                         r.committed_offset = offset;
                         if version >= 5 {

@@ -97,25 +97,7 @@ impl TxnCoordinator {
         meta: &TxnMetadata,
         journal: Option<&Journal>,
     ) -> Result<(), ResponseError> {
-        if let Some(journal) = journal {
-            let record = JournalRecord::Transaction {
-                id: id.to_string(),
-                meta: meta.clone(),
-            };
-            journal
-                .append_unwaited(&record)
-                .await
-                .map_err(|e| journal_error(id, e))?;
-        }
-        let store = Arc::clone(&self.store);
-        let (key, value) = (id.to_string(), meta.clone());
-        glommio::executor()
-            .spawn_blocking(move || store.put_transaction(&key, &value))
-            .await
-            .map_err(|e| {
-                tracing::error!(id, error = %e, "transaction state not written");
-                ResponseError::KafkaStorageError
-            })
+        self.write(id, meta, journal, false).await
     }
 
     /// Makes `meta` `id`'s state: journaled first on a cluster, then written to LMDB
@@ -126,15 +108,29 @@ impl TxnCoordinator {
         meta: &TxnMetadata,
         journal: Option<&Journal>,
     ) -> Result<(), ResponseError> {
+        self.write(id, meta, journal, true).await
+    }
+
+    /// Journals (on a cluster) and writes `meta`, waiting for both to be durable when
+    /// `durable`.
+    async fn write(
+        &self,
+        id: &str,
+        meta: &TxnMetadata,
+        journal: Option<&Journal>,
+        durable: bool,
+    ) -> Result<(), ResponseError> {
         if let Some(journal) = journal {
             let record = JournalRecord::Transaction {
                 id: id.to_string(),
                 meta: meta.clone(),
             };
-            journal
-                .append(&record)
-                .await
-                .map_err(|e| journal_error(id, e))?;
+            let appended = if durable {
+                journal.append(&record).await
+            } else {
+                journal.append_unwaited(&record).await.map(drop)
+            };
+            appended.map_err(|e| journal_error(id, e))?;
         }
         let store = Arc::clone(&self.store);
         let (key, value) = (id.to_string(), meta.clone());
@@ -144,6 +140,9 @@ impl TxnCoordinator {
         if let Err(e) = written {
             tracing::error!(id, error = %e, "transaction state not written");
             return Err(ResponseError::KafkaStorageError);
+        }
+        if !durable {
+            return Ok(());
         }
         self.syncer.sync().await.map_err(|e| {
             tracing::error!(id, error = %e, "transaction state not synced");

@@ -45,7 +45,8 @@ import org.junit.jupiter.api.Test;
 class StreamsCases {
     private static final List<String> WORDS = List.of("weir", "kafka", "log", "shard", "flush", "group", "epoch");
 
-    private static Topology wordCount(String input, String output) {
+    /** The word count: lines split into words, counted per word into {@code output}. */
+    static Topology wordCount(String input, String output) {
         StreamsBuilder b = new StreamsBuilder();
         b.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
                 .flatMapValues(line -> Arrays.asList(line.toLowerCase(Locale.ROOT).split("\\s+")))
@@ -75,7 +76,7 @@ class StreamsCases {
     }
 
     /** Sends lines [from, to) of the deterministic text; returns their word counts. */
-    private static Map<String, Long> sendLines(String input, int from, int to, Map<String, Long> counts) {
+    static Map<String, Long> sendLines(String input, int from, int to, Map<String, Long> counts) {
         try (KafkaProducer<String, String> producer = Records.producer(new Properties())) {
             for (int i = from; i < to; i++) {
                 String line = WORDS.get(i % WORDS.size()) + " " + WORDS.get((i * 3) % WORDS.size()) + " weir";

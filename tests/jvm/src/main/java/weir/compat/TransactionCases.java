@@ -8,10 +8,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
 import java.util.stream.Collectors;
@@ -26,17 +24,9 @@ import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.serialization.LongDeserializer;
-import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
-import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
-import org.apache.kafka.streams.kstream.Consumed;
-import org.apache.kafka.streams.kstream.Grouped;
-import org.apache.kafka.streams.kstream.Materialized;
-import org.apache.kafka.streams.kstream.Produced;
-import org.apache.kafka.streams.state.KeyValueStore;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -47,8 +37,6 @@ import org.junit.jupiter.api.Test;
  * are exact, also after the instance is replaced.
  */
 class TransactionCases {
-    private static final List<String> WORDS = List.of("weir", "kafka", "log", "shard", "flush", "group", "epoch");
-
     private static KafkaProducer<String, String> transactional(String id) {
         Properties extra = new Properties();
         extra.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
@@ -162,13 +150,6 @@ class TransactionCases {
     }
 
     private static KafkaStreams startExactlyOnce(String app, String input, String output, Path state) {
-        StreamsBuilder b = new StreamsBuilder();
-        b.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
-                .flatMapValues(line -> Arrays.asList(line.toLowerCase(Locale.ROOT).split("\\s+")))
-                .groupBy((key, word) -> word, Grouped.with("by-word", Serdes.String(), Serdes.String()))
-                .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("counts"))
-                .toStream()
-                .to(output, Produced.with(Serdes.String(), Serdes.Long()));
         Properties p = Weir.props();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, app);
         p.put(StreamsConfig.STATE_DIR_CONFIG, state.toString());
@@ -177,24 +158,10 @@ class TransactionCases {
         p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
         p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), "6000");
         p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "1000");
-        KafkaStreams streams = new KafkaStreams(b.build(), p);
+        KafkaStreams streams = new KafkaStreams(StreamsCases.wordCount(input, output), p);
         streams.start();
         Weir.await(Duration.ofSeconds(60), "streams to run", () -> streams.state() == KafkaStreams.State.RUNNING);
         return streams;
-    }
-
-    private static Map<String, Long> sendLines(String input, int from, int to, Map<String, Long> counts) {
-        try (KafkaProducer<String, String> producer = Records.producer(new Properties())) {
-            for (int i = from; i < to; i++) {
-                String line = WORDS.get(i % WORDS.size()) + " " + WORDS.get((i * 3) % WORDS.size()) + " weir";
-                for (String w : line.split(" ")) {
-                    counts.merge(w, 1L, Long::sum);
-                }
-                producer.send(new ProducerRecord<>(input, "line" + i, line));
-            }
-            producer.flush();
-        }
-        return counts;
     }
 
     /** Waits until the latest committed count per word equals {@code expected}. */
@@ -230,7 +197,7 @@ class TransactionCases {
         String app = Weir.unique("eos-wordcount");
         String input = Weir.topic("eos-lines", 3);
         String output = Weir.topic("eos-counts", 3);
-        Map<String, Long> expected = sendLines(input, 0, 300, new HashMap<>());
+        Map<String, Long> expected = StreamsCases.sendLines(input, 0, 300, new HashMap<>());
         KafkaStreams streams = startExactlyOnce(app, input, output, Files.createTempDirectory("eos-state"));
         try {
             awaitCounts(output, expected);
@@ -240,7 +207,7 @@ class TransactionCases {
         // A new instance with an empty state directory restores the store from the
         // changelog (read_committed) and goes on from the transactionally committed
         // offsets: no line is counted twice.
-        sendLines(input, 300, 450, expected);
+        StreamsCases.sendLines(input, 300, 450, expected);
         KafkaStreams restarted = startExactlyOnce(app, input, output, Files.createTempDirectory("eos-state"));
         try {
             awaitCounts(output, expected);
