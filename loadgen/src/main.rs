@@ -13,6 +13,7 @@
 //! (the broker's own histograms, scraped from its Prometheus endpoint). The Kafka wire —
 //! connections, framing, record batches, metadata discovery — is the `weir_client` crate.
 
+mod accumulator;
 mod assign;
 mod broker_metrics;
 mod clock;

@@ -165,7 +165,9 @@ async fn read_all(
                     match result {
                         Ok(read) => {
                             d.high_watermark = read.high_watermark.to_wire();
-                            d.last_stable_offset = log.last_stable_offset().to_wire();
+                            // Never above the high watermark the answer carries.
+                            d.last_stable_offset =
+                                log.last_stable_offset().min(read.high_watermark).to_wire();
                             if let Some(view) = stable {
                                 d.last_stable_offset = view.last_stable.to_wire();
                                 d.aborted_transactions =

@@ -427,11 +427,11 @@ impl PartitionLog {
         self.refuse(&st)?;
         let base_offset = st.log_end;
         let mut next = base_offset;
-        // Read before anything is stored, so a malformed marker stores nothing.
-        let kinds = payload
-            .batches()
-            .map(|b| transactions::txn_batch(&b))
-            .collect::<Result<Vec<_>>>()?;
+        // Markers are read before anything is stored, so a malformed one stores nothing
+        // (and an append without markers allocates nothing for it).
+        for batch in payload.batches().filter(|b| b.is_control()) {
+            transactions::txn_batch(&batch)?;
+        }
         let LogState {
             segments,
             producers,
@@ -439,7 +439,7 @@ impl PartitionLog {
             ..
         } = &mut *st;
         let active = segments.back_mut().expect("active segment");
-        for (batch, kind) in payload.batches().zip(kinds) {
+        for batch in payload.batches() {
             let epoch = match stamp {
                 Stamp::Leader(epoch) => epoch,
                 Stamp::Replica => batch.partition_leader_epoch(),
@@ -457,7 +457,8 @@ impl PartitionLog {
             }
             active.append(&batch, next, epoch);
             let last = Offset(next.0 + batch.offset_count() - 1);
-            if let Some(kind) = kind {
+            // Checked above: a marker here is well formed.
+            if let Ok(Some(kind)) = transactions::txn_batch(&batch) {
                 txns.record(batch.producer_id(), kind, next, last);
             }
             if batch.is_control() {
