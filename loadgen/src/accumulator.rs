@@ -7,19 +7,79 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use kafka_protocol::messages::{
     produce_request::{PartitionProduceData, TopicProduceData},
-    ProduceRequest, TransactionalId,
+    ProduceRequest, TopicName, TransactionalId,
 };
-use weir_client::record_batch::{BatchBuilder, Producer};
+use weir_client::{
+    dialer::Dialer,
+    record_batch::{BatchBuilder, Producer},
+};
 
 use crate::{
     clock::now_ns,
     control::Control,
+    options::Acks,
     payload::{filler, push_payload},
-    producer::{ProduceStream, ProducerConfig},
 };
 
 /// A request carries at most this many bytes of batches (Kafka's max.request.size).
 const REQUEST_BYTES_MAX: usize = 1 << 20;
+
+/// What every producer stream of the run shares.
+#[derive(Clone)]
+pub struct ProducerConfig {
+    /// The topic.
+    pub topic: TopicName,
+    /// The acknowledgement asked for.
+    pub acks: Acks,
+    /// Value bytes per message.
+    pub message_bytes: usize,
+    /// Keys to cycle through, if messages have keys.
+    pub keys: Option<u64>,
+    /// A batch is closed when it reaches this size.
+    pub batch_bytes: usize,
+    /// A batch is closed this long after its first message at the latest.
+    pub linger_ns: u64,
+    /// Requests in flight per connection.
+    pub max_in_flight: u64,
+    /// Unsent bytes a stream may hold before it stops generating.
+    pub buffer_bytes: u64,
+    /// How connections are opened (plain or TLS).
+    pub dialer: Dialer,
+    /// Who the producers are to the broker.
+    pub identity: Identity,
+}
+
+/// Who a producer stream is to the broker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Identity {
+    /// No producer id: batches are not numbered.
+    Plain,
+    /// A producer id; every batch numbered, so a retry is stored once.
+    Idempotent,
+    /// A transactional id of its own: numbered batches in transactions of `size`
+    /// messages, `abort_ratio` of them aborted.
+    Transactional {
+        /// Messages per transaction.
+        size: u64,
+        /// Fraction of transactions aborted.
+        abort_ratio: f64,
+    },
+}
+
+/// One stream's assignment.
+#[derive(Debug, Clone)]
+pub struct ProduceStream {
+    /// Stream number, unique in the run; the high bits of every message's sequence.
+    pub id: u64,
+    /// The leader's address.
+    pub leader: String,
+    /// The partitions written, in turn, one message each.
+    pub partitions: Vec<i32>,
+    /// Messages per second (0 = open throttle).
+    pub rate: f64,
+    /// Messages to send, if the run is bounded by count.
+    pub messages: Option<u64>,
+}
 
 struct ReadyBatch {
     slot: usize,
@@ -307,9 +367,7 @@ fn wall_clock_ms() -> impl Fn(u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{options::Acks, producer::Identity};
-    use kafka_protocol::{messages::TopicName, protocol::StrBytes};
-    use weir_client::dialer::Dialer;
+    use kafka_protocol::protocol::StrBytes;
     use weir_client::record_batch::{
         be_i16, be_i32, be_i64, ATTRIBUTES_AT, ATTRIBUTE_TRANSACTIONAL, BASE_SEQUENCE_AT,
         PRODUCER_EPOCH_AT, PRODUCER_ID_AT,

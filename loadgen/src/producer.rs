@@ -17,16 +17,11 @@ use std::{
 };
 
 use glommio::{channels::local_channel, sync::Semaphore};
-use kafka_protocol::{
-    error::ParseResponseErrorCode,
-    messages::{ProduceRequest, TopicName},
-};
+use kafka_protocol::{error::ParseResponseErrorCode, messages::ProduceRequest};
 
-use weir_client::{
-    connection::{self, ResponseReader},
-    dialer::Dialer,
-};
+use weir_client::connection::{self, ResponseReader};
 
+pub use crate::accumulator::{Identity, ProduceStream, ProducerConfig};
 use crate::{
     accumulator::Accumulator,
     clock::{instant_at, now_ns},
@@ -40,63 +35,6 @@ use crate::{
 pub const PRODUCE_VERSION: i16 = 7;
 /// How long the end of a run waits for outstanding acknowledgements.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// What every producer stream of the run shares.
-#[derive(Clone)]
-pub struct ProducerConfig {
-    /// The topic.
-    pub topic: TopicName,
-    /// The acknowledgement asked for.
-    pub acks: Acks,
-    /// Value bytes per message.
-    pub message_bytes: usize,
-    /// Keys to cycle through, if messages have keys.
-    pub keys: Option<u64>,
-    /// A batch is closed when it reaches this size.
-    pub batch_bytes: usize,
-    /// A batch is closed this long after its first message at the latest.
-    pub linger_ns: u64,
-    /// Requests in flight per connection.
-    pub max_in_flight: u64,
-    /// Unsent bytes a stream may hold before it stops generating.
-    pub buffer_bytes: u64,
-    /// How connections are opened (plain or TLS).
-    pub dialer: Dialer,
-    /// Who the producers are to the broker.
-    pub identity: Identity,
-}
-
-/// Who a producer stream is to the broker.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Identity {
-    /// No producer id: batches are not numbered.
-    Plain,
-    /// A producer id; every batch numbered, so a retry is stored once.
-    Idempotent,
-    /// A transactional id of its own: numbered batches in transactions of `size`
-    /// messages, `abort_ratio` of them aborted.
-    Transactional {
-        /// Messages per transaction.
-        size: u64,
-        /// Fraction of transactions aborted.
-        abort_ratio: f64,
-    },
-}
-
-/// One stream's assignment.
-#[derive(Debug, Clone)]
-pub struct ProduceStream {
-    /// Stream number, unique in the run; the high bits of every message's sequence.
-    pub id: u64,
-    /// The leader's address.
-    pub leader: String,
-    /// The partitions written, in turn, one message each.
-    pub partitions: Vec<i32>,
-    /// Messages per second (0 = open throttle).
-    pub rate: f64,
-    /// Messages to send, if the run is bounded by count.
-    pub messages: Option<u64>,
-}
 
 /// What a stream's writer shares with its response reader: the request slots the
 /// reader frees, and the count of messages the broker refused (a transaction with a
