@@ -12,8 +12,8 @@
 
 use std::{cell::Cell, rc::Rc, time::Duration};
 
-use bytes::{Bytes, BytesMut};
-use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use bytes::Bytes;
+use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use glommio::{
     channels::local_channel,
     sync::{Semaphore, StaticPermit},
@@ -25,14 +25,10 @@ use crate::{
     shard::context::ShardContext,
 };
 
-use super::frame::{take_frame, FrameError};
-
-/// Bytes read from the socket per read call at first: an idle or quiet connection holds
-/// little memory.
-const READ_CHUNK_BYTES_MIN: usize = 4 << 10;
-
-/// Bytes read per read call once a read has filled the smaller buffer (a busy client).
-const READ_CHUNK_BYTES_MAX: usize = 64 << 10;
+use super::{
+    deadline::within,
+    frame::{FrameError, FrameReader, ReadError},
+};
 
 /// Requests of one connection being handled at once; past this the reader waits.
 const IN_FLIGHT_REQUESTS_MAX: usize = 64;
@@ -66,6 +62,16 @@ pub enum ConnectionError {
     /// certificate.
     #[error("TLS handshake: {0}")]
     Handshake(std::io::Error),
+}
+
+impl From<ReadError> for ConnectionError {
+    fn from(e: ReadError) -> ConnectionError {
+        match e {
+            ReadError::Io(e) => ConnectionError::Io(e),
+            ReadError::Frame(e) => ConnectionError::Frame(e),
+            ReadError::Idle(limit) => ConnectionError::Idle(limit),
+        }
+    }
 }
 
 impl ConnectionError {
@@ -196,18 +202,6 @@ impl Claims {
     }
 }
 
-/// `fut`'s output, or `None` when it has not finished within `limit`.
-pub(super) async fn within<T>(
-    limit: Duration,
-    fut: impl std::future::Future<Output = T>,
-) -> Option<T> {
-    futures_lite::future::or(async { Some(fut.await) }, async {
-        glommio::timer::sleep(limit).await;
-        None
-    })
-    .await
-}
-
 /// Serves one connection — a TCP stream, or a TLS stream over one — of `session`,
 /// until the client closes it or misbehaves, or its login fails.
 pub async fn serve<S>(
@@ -257,54 +251,40 @@ where
         let closed = writer.close().await;
         written.and(closed.map_err(ConnectionError::Io))
     });
-    let mut buf = BytesMut::new();
-    // Reads land here, then only the bytes received are copied into `buf`: growing
-    // `buf` for each read would zero its whole spare capacity every time.
-    let mut scratch = vec![0u8; READ_CHUNK_BYTES_MIN];
-    let max = ctx.config.max_request_bytes;
+    let mut frames = FrameReader::new(ctx.config.max_request_bytes);
     let budget_kib = ctx.config.inflight_bytes_max.div_ceil(1024) as u64;
     let read_result: Result<(), ConnectionError> = async {
         loop {
-            while let Some(frame) = take_frame(&mut buf, max)? {
-                // Back-pressure: wait (and stop reading this socket) while the shard
-                // holds its budget of unanswered request bytes.
-                let kib = (frame.len().div_ceil(1024) as u64).clamp(1, budget_kib);
-                let permit = ctx
-                    .inflight
-                    .acquire_static_permit(kib)
-                    .await
-                    .map_err(|e| ConnectionError::Io(std::io::Error::other(e.to_string())))?;
-                // The handler decodes the body and says what its answer may claim;
-                // its in-order part runs before the next request is read, the rest
-                // concurrently, answered in request order by the writer.
-                let claim = frame.len();
-                let request = api::decode(frame.freeze(), &session)
-                    .inspect_err(|e| client.learn_from_error(e))?;
-                client.learn(&request);
-                let claim = claim.saturating_add(request.answer_bytes_max());
-                if !claims.admit(claim).await {
-                    return Ok(());
-                }
-                let answer = request.start(Rc::clone(&ctx)).await;
-                let task = glommio::spawn_local(answer);
-                if tx.send((task, permit, claim)).await.is_err() {
-                    return Ok(());
-                }
-                // A failed login: the refusal goes out, then the connection closes.
-                if session.closing() {
-                    return Err(ConnectionError::LoginFailed);
-                }
-            }
-            let limit = session.read_limit(idle);
-            let n = within(limit, reader.read(&mut scratch))
+            let Some(frame) = frames.next(&mut reader, session.read_limit(idle)).await? else {
+                return Ok(());
+            };
+            // Back-pressure: wait (and stop reading this socket) while the shard holds
+            // its budget of unanswered request bytes.
+            let kib = (frame.len().div_ceil(1024) as u64).clamp(1, budget_kib);
+            let permit = ctx
+                .inflight
+                .acquire_static_permit(kib)
                 .await
-                .ok_or(ConnectionError::Idle(limit))??;
-            if n == 0 {
+                .map_err(|e| ConnectionError::Io(std::io::Error::other(e.to_string())))?;
+            // The handler decodes the body and says what its answer may claim; its
+            // in-order part runs before the next request is read, the rest concurrently,
+            // answered in request order by the writer.
+            let claim = frame.len();
+            let request = api::decode(frame.freeze(), &session)
+                .inspect_err(|e| client.learn_from_error(e))?;
+            client.learn(&request);
+            let claim = claim.saturating_add(request.answer_bytes_max());
+            if !claims.admit(claim).await {
                 return Ok(());
             }
-            buf.extend_from_slice(&scratch[..n]);
-            if n == scratch.len() && n < READ_CHUNK_BYTES_MAX {
-                scratch.resize(READ_CHUNK_BYTES_MAX, 0);
+            let answer = request.start(Rc::clone(&ctx)).await;
+            let task = glommio::spawn_local(answer);
+            if tx.send((task, permit, claim)).await.is_err() {
+                return Ok(());
+            }
+            // A failed login: the refusal goes out, then the connection closes.
+            if session.closing() {
+                return Err(ConnectionError::LoginFailed);
             }
         }
     }

@@ -26,7 +26,10 @@ use crate::{
     shard::context::ShardContext,
 };
 
-use super::connection::{self, ConnectionError};
+use super::{
+    connection::{self, ConnectionError},
+    deadline,
+};
 
 /// How often the stop watcher looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(20);
@@ -187,7 +190,7 @@ async fn open(
     };
     // A handshake gets the idle timeout, at most the time a login step may take.
     let limit = ctx.config.idle_timeout.min(LOGIN_STEP_TIME_MAX);
-    let secured = connection::within(limit, acceptor.accept(stream))
+    let secured = deadline::within(limit, acceptor.accept(stream))
         .await
         .ok_or(ConnectionError::Idle(limit))?
         .map_err(ConnectionError::Handshake)?;

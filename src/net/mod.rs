@@ -2,6 +2,7 @@
 //! task pair per connection, and Kafka's length-prefixed framing.
 
 pub mod connection;
+pub mod deadline;
 pub mod frame;
 pub mod listener;
 pub mod tls;
