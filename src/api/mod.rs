@@ -61,7 +61,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::future::LocalBoxFuture;
 use kafka_protocol::{
     messages::{ApiKey, RequestHeader, ResponseHeader},
-    protocol::{Decodable, Encodable, StrBytes},
+    protocol::{Decodable, Encodable, Message, StrBytes},
 };
 
 use crate::shard::context::ShardContext;
@@ -214,9 +214,9 @@ impl<R, F: Future<Output = Reply<R>>> Phase<R, F> {
 #[allow(async_fn_in_trait)]
 pub trait Handler: 'static {
     /// The request body.
-    type Request: Decodable + 'static;
+    type Request: Decodable + Message + 'static;
     /// The response body.
-    type Response: Encodable + 'static;
+    type Response: Encodable + Message + 'static;
 
     /// Decodes the request body sent at `version`.
     fn decode(version: i16, mut body: Bytes) -> Result<Self::Request, BodyError> {
@@ -272,8 +272,20 @@ pub struct Route {
 }
 
 impl Route {
-    /// Serves `key` from `version_min` to `version_max` with `H`.
+    /// Serves `key` from `version_min` to `version_max` with `H`. A range that is empty,
+    /// or that reaches a version kafka-protocol cannot decode the request or encode the
+    /// response at, does not compile ([`ROUTES`] is a constant).
     pub const fn to<H: Handler>(key: ApiKey, version_min: i16, version_max: i16) -> Route {
+        assert!(version_min <= version_max, "a route serves no version");
+        let (request, response) = (H::Request::VERSIONS, H::Response::VERSIONS);
+        assert!(
+            request.min <= version_min && version_max <= request.max,
+            "a route serves a request version kafka-protocol does not know"
+        );
+        assert!(
+            response.min <= version_min && version_max <= response.max,
+            "a route serves a response version kafka-protocol does not know"
+        );
         Route {
             key,
             version_min,
