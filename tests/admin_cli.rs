@@ -1,4 +1,5 @@
-//! `weir topics …` and `weir groups …` against a running broker.
+//! `weir topics …` and `weir groups …` against a running broker, and the binary's own
+//! set-up (its allocator's options).
 
 #[allow(dead_code)]
 mod common;
@@ -355,4 +356,22 @@ fn topic_configs_are_checked_stored_applied_and_kept_across_a_restart() {
         "kept across a restart: {out}"
     );
     assert!(out.contains("segment.bytes\t1048576"), "{out}");
+}
+
+#[test]
+fn the_binary_gives_jemalloc_the_brokers_options() {
+    // jemalloc prints its options at exit when asked through the environment, which
+    // adds to the options the binary exports (see weir::reserve_alloc::MALLOC_CONF).
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("--version")
+        .env("_RJEM_MALLOC_CONF", "stats_print:true")
+        .output()
+        .expect("run weir");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("opt.oversize_threshold: 0\n"),
+        "jemalloc did not take the exported options:\n{text}"
+    );
 }
