@@ -137,6 +137,10 @@ struct LogState {
     cleaned_to: Offset,
     /// When the oldest tombstone compaction kept is due to go, if any.
     tombstones_due: Option<i64>,
+    /// Bytes appended since the transactions were last checkpointed, and whether a
+    /// checkpoint inside the segment is being written (see `transactions.rs`).
+    txn_checkpoint_bytes: u64,
+    txn_checkpoint_writing: bool,
 }
 
 impl LogState {
@@ -294,6 +298,8 @@ impl PartitionLog {
                 waiters: VecDeque::new(),
                 cleaned_to: Offset(0),
                 tombstones_due: None,
+                txn_checkpoint_bytes: 0,
+                txn_checkpoint_writing: false,
             }),
             append_lock: Semaphore::new(1),
             maintenance: Semaphore::new(1),
@@ -480,7 +486,11 @@ impl PartitionLog {
         }
         st.log_end = next;
         let durable = self.durable(&st, next);
+        let checkpoint = self.txn_checkpoint_due(&mut st, payload.total_bytes() as u64);
         drop(st);
+        if let Some((checkpoint, written)) = checkpoint {
+            self.checkpoint_when_durable(checkpoint, written);
+        }
         self.enqueue_flush(payload.total_bytes() as u64);
         Ok(Appended {
             base_offset,

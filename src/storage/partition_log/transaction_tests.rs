@@ -1,5 +1,6 @@
 //! The log's transactions over real O_DIRECT segments: markers, the LSO, the aborted
-//! list, and their rebuild on reopen (from the roll checkpoint and from a full scan).
+//! list, and their rebuild on reopen (from the roll checkpoint, from a checkpoint inside
+//! the segment, and from a full scan).
 
 use super::*;
 use crate::storage::{
@@ -97,6 +98,51 @@ fn markers_move_the_lso_and_aborted_transactions_survive_reopening() {
             storage.shutdown().await;
         });
     }
+}
+
+#[test]
+fn a_checkpoint_inside_the_segment_is_where_reopening_scans_from() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let log = open(&storage, dir.path(), 1 << 30).await;
+        assert_eq!(stored(&log, &txn_batch(1, 0, 3)).await, Offset(0));
+        // More than the (test) checkpoint interval, all in the one segment.
+        for seq in (0..12).step_by(3) {
+            stored(&log, &txn_batch(2, seq, 3)).await;
+        }
+        // Written once its end is durable, off the append path.
+        let file = dir.path().join("t-0").join(TXN_CHECKPOINT_FILE);
+        for _ in 0..200 {
+            if file.exists() {
+                break;
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let checkpoint: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&file).expect("a checkpoint")).expect("json");
+        let scanned_to = checkpoint["scanned_to"].as_u64().expect("scanned_to");
+        assert!(
+            scanned_to > 3,
+            "inside the segment, after producer 2's first batches"
+        );
+        // What follows the checkpoint is found by the scan from it.
+        let abort = marker(&log, 1, false).await;
+        stored(&log, &txn_batch(2, 12, 3)).await;
+        assert_eq!(log.offsets().segments, 1);
+        let (lso, view) = (log.last_stable_offset(), log.stable_view(Offset(0)));
+        assert_eq!(view.aborted, vec![aborted(1, 0, abort.0)]);
+        assert_eq!(lso, Offset(3), "2 is still open from 3");
+        log.close().await.expect("close");
+
+        let log = open(&storage, dir.path(), 1 << 30).await;
+        assert_eq!(log.last_stable_offset(), lso);
+        assert_eq!(log.stable_view(Offset(0)).aborted, view.aborted);
+        marker(&log, 2, true).await;
+        assert_eq!(log.last_stable_offset(), log.high_watermark());
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
 }
 
 #[test]

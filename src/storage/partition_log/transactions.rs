@@ -2,20 +2,22 @@
 //! opens, and read by `read_committed` fetches and ListOffsets.
 //!
 //! Rebuilding must not rescan a long log: at every roll the log checkpoints its
-//! transactions as of the new segment's base (temporary file, rename; not synced, so a
-//! roll waits for no fsync while it holds the append lock — a checkpoint a crash left
-//! empty or torn does not parse and counts as missing), and
-//! opening reads that checkpoint and scans only the batches after it — in practice the
-//! active segment. A checkpoint past the log's end (the log was cut below it) is not
-//! trusted and the whole log is scanned instead, which only a follower cut past its last
-//! roll pays.
+//! transactions as of the new segment's base, and inside a segment every
+//! [`CHECKPOINT_INTERVAL_BYTES`] appended, as of the log end once that end is durable
+//! here (temporary file, rename; not synced, so no append waits for an fsync — a
+//! checkpoint a crash left empty or torn does not parse and counts as missing). Opening
+//! reads the checkpoint and scans only the batches after it, from the position the
+//! segment's index gives: after a crash, about that interval of the active segment. A
+//! checkpoint past the log's end (the log was cut below it) is not trusted and the whole
+//! log is scanned instead, which only a follower cut below its last checkpoint pays, and
+//! a log without one (written before checkpoints existed) is scanned whole once.
 
-use std::path::Path;
+use std::{path::Path, rc::Rc};
 
 use serde::{Deserialize, Serialize};
 use weir_client::record_batch::{control_batch, marker_kind, MARKER_COMMIT};
 
-use super::{LogRead, PartitionLog, Stamp};
+use super::{durable::Durable, durable::Wait, LogRead, LogState, PartitionLog, Stamp};
 use crate::storage::{
     batch_records,
     partition_txns::{AbortedTxn, PartitionTxns, TxnBatch},
@@ -29,8 +31,14 @@ use super::Appended;
 /// The checkpoint file in the partition's directory.
 pub const TXN_CHECKPOINT_FILE: &str = "transactions.checkpoint";
 
+/// Bytes appended between checkpoints inside a segment: about the most of the active
+/// segment an open after a crash scans. Without them a 1 GiB active segment was read
+/// whole on every restart (kill -9 with 2 GiB in 8 partitions: 0.9 s to recover before
+/// transactions, 3.6 s with the full scan).
+const CHECKPOINT_INTERVAL_BYTES: u64 = if cfg!(test) { 8 << 10 } else { 64 << 20 };
+
 #[derive(Debug, Serialize, Deserialize)]
-struct Checkpoint {
+pub(super) struct Checkpoint {
     /// Every batch below this offset is reflected in `txns`.
     scanned_to: Offset,
     txns: PartitionTxns,
@@ -180,18 +188,26 @@ impl PartitionLog {
                 _ => (st.log_start, PartitionTxns::default()),
             }
         };
-        let plan: Vec<SegmentReader> = {
+        // Each segment after the checkpoint, from the batch its index places `from` in.
+        let plan: Vec<(SegmentReader, FilePosition)> = {
             let st = self.shared.state.borrow();
             st.segments
                 .iter()
                 .filter(|s| s.next_offset() > from)
-                .map(|s| self.reader(s))
+                .map(|s| {
+                    let start = if s.base() < from {
+                        s.index().lookup(from)
+                    } else {
+                        FilePosition(0)
+                    };
+                    (self.reader(s), start)
+                })
                 .collect()
         };
-        for reader in plan {
+        for (reader, start) in plan {
             let seen = std::cell::RefCell::new(Vec::<BatchHeader>::new());
             reader
-                .find(FilePosition(0), SCAN_WINDOW_BYTES, |h| {
+                .find(start, SCAN_WINDOW_BYTES, |h| {
                     if h.is_transactional() && h.producer_id >= 0 && h.base_offset >= from.to_wire()
                     {
                         seen.borrow_mut().push(*h);
@@ -235,11 +251,58 @@ impl PartitionLog {
     /// Checkpoints the transactions as of `scanned_to`, the base of the segment just
     /// rolled to (nothing is stored at or past it yet). Called with the append lock held.
     pub(super) async fn checkpoint_transactions(&self, scanned_to: Offset) -> Result<()> {
-        let txns = self.shared.state.borrow().txns.clone();
+        let txns = {
+            let mut st = self.shared.state.borrow_mut();
+            st.txn_checkpoint_bytes = 0;
+            st.txns.clone()
+        };
         let dir = self.shared.dir.clone();
         glommio::executor()
-            .spawn_blocking(move || write_checkpoint(&dir, &Checkpoint { scanned_to, txns }))
+            .spawn_blocking(move || write_checkpoint(&dir, &Checkpoint { scanned_to, txns }, "tmp"))
             .await
+    }
+
+    /// After an append of `bytes` (append lock held): once [`CHECKPOINT_INTERVAL_BYTES`]
+    /// were appended since the last checkpoint, the transactions as of the log end, and
+    /// what resolves when that end is durable here. None while one is being written.
+    pub(super) fn txn_checkpoint_due(
+        &self,
+        st: &mut LogState,
+        bytes: u64,
+    ) -> Option<(Checkpoint, Durable)> {
+        st.txn_checkpoint_bytes += bytes;
+        if st.txn_checkpoint_bytes < CHECKPOINT_INTERVAL_BYTES || st.txn_checkpoint_writing {
+            return None;
+        }
+        st.txn_checkpoint_bytes = 0;
+        st.txn_checkpoint_writing = true;
+        let checkpoint = Checkpoint {
+            scanned_to: st.log_end,
+            txns: st.txns.clone(),
+        };
+        Some((
+            checkpoint,
+            self.durable(st, st.log_end).waiting_for(Wait::Local),
+        ))
+    }
+
+    /// Writes `checkpoint` once `durable` resolves — never ahead of what a crash keeps —
+    /// or gives it up when the log is closed or fenced first. Detached: no append waits.
+    pub(super) fn checkpoint_when_durable(&self, checkpoint: Checkpoint, durable: Durable) {
+        let shared = Rc::clone(&self.shared);
+        glommio::spawn_local(async move {
+            if durable.await.is_ok() {
+                let dir = shared.dir.clone();
+                let written = glommio::executor()
+                    .spawn_blocking(move || write_checkpoint(&dir, &checkpoint, "periodic.tmp"))
+                    .await;
+                if let Err(e) = written {
+                    tracing::warn!(error = %e, "transactions checkpoint not written: the next open scans further back");
+                }
+            }
+            shared.state.borrow_mut().txn_checkpoint_writing = false;
+        })
+        .detach();
     }
 }
 
@@ -253,10 +316,12 @@ fn read_checkpoint(dir: &Path) -> Result<Option<Checkpoint>> {
     }
 }
 
-fn write_checkpoint(dir: &Path, checkpoint: &Checkpoint) -> Result<()> {
+/// Writes `checkpoint` through a temporary file named with `suffix` (the roll's and the
+/// periodic writer's differ, so the two never write one file at once) and a rename.
+fn write_checkpoint(dir: &Path, checkpoint: &Checkpoint, suffix: &str) -> Result<()> {
     use std::io::Write;
     let path = dir.join(TXN_CHECKPOINT_FILE);
-    let tmp = dir.join(format!("{TXN_CHECKPOINT_FILE}.tmp"));
+    let tmp = dir.join(format!("{TXN_CHECKPOINT_FILE}.{suffix}"));
     let bytes = serde_json::to_vec(checkpoint)
         .map_err(|e| StorageError::io("encode", &path, std::io::Error::other(e)))?;
     let mut file = std::fs::File::create(&tmp).map_err(|e| StorageError::io("create", &tmp, e))?;
