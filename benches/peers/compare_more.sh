@@ -8,10 +8,13 @@
 #   (7) recovery: the time from starting the killed broker again, with BIG_GIB on disk,
 #       until a produce (acks=all) is first acknowledged;
 #   (6) 1,000 partitions at a low rate (LOW_RATE msgs/s in all): produce p99 and peak
-#       resident memory.
+#       resident memory. The topic is created (Kafka's TopicCommand, for both) and every
+#       partition has a leader before loadgen starts, so the run measures the rate and not
+#       the creation; the time creation took is a row of its own.
 #
 #   bash benches/peers/compare_more.sh                 # RUNS=2, BIG_GIB=10, CONSUME_GIB=5
 #   RUNS=1 BIG_GIB=2 CONSUME_GIB=1 bash benches/peers/compare_more.sh   # a quick try
+#   PARTS=p1000 bash benches/peers/compare_more.sh      # only (6); PARTS=big only (4) and (7)
 #
 # Needs root (drop_caches). Writes target/bench-data/peers-more/ and prints Markdown.
 set -euo pipefail
@@ -20,10 +23,11 @@ RUNS=${RUNS:-2}
 BIG_GIB=${BIG_GIB:-10}
 CONSUME_GIB=${CONSUME_GIB:-5}
 LOW_RATE=${LOW_RATE:-10000}
+PARTS=${PARTS:-big p1000}
 PORT=${PORT:-29192}
 source benches/broker.sh
 cargo build --release --quiet -p loadgen
-bash benches/peers/kafka.sh classpath > /dev/null
+cp=$(bash benches/peers/kafka.sh classpath)
 out=target/bench-data/peers-more
 rows="$out/rows.jsonl"
 rm -rf "$out"
@@ -60,7 +64,14 @@ restart_timed() {
   seconds=$(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.2f}')" "$t0")
 }
 
+# topics ARGS...: Kafka's TopicCommand against the broker on $PORT, on core 0.
+topics() {
+  taskset -c 0 java -Xms256m -Xmx256m -cp "$cp" -Dlog4j2.level=warn org.apache.kafka.tools.TopicCommand \
+    --bootstrap-server 127.0.0.1:"$PORT" "$@"
+}
+
 for run in $(seq 1 "$RUNS"); do
+  [[ " $PARTS " == *" big "* ]] || break
   order=("${systems[@]}")
   if [ $((run % 2)) -eq 0 ]; then order=("${systems[1]}" "${systems[0]}"); fi
   for system in "${order[@]}"; do
@@ -89,10 +100,22 @@ for run in $(seq 1 "$RUNS"); do
 done
 
 for run in $(seq 1 "$RUNS"); do
-  for system in "${systems[@]}"; do
+  [[ " $PARTS " == *" p1000 "* ]] || break
+  order=("${systems[@]}")
+  if [ $((run % 2)) -eq 0 ]; then order=("${systems[1]}" "${systems[0]}"); fi
+  for system in "${order[@]}"; do
     dir=$(mktemp -d -p target/bench-data)
     start "$system" "$dir"
     name="$system-p1000-r$run"
+    t0=$(date +%s.%N)
+    topics --create --topic p1000 --partitions 1000 --replication-factor 1 > "$out/$name.create.log" 2>&1
+    # Every partition led: the description lists 1,000 partitions with a leader.
+    for _ in $(seq 1 300); do
+      [ "$(topics --describe --topic p1000 2>/dev/null | grep -c 'Leader: [0-9]')" = 1000 ] && break
+      sleep 1
+    done
+    created=$(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.2f}')" "$t0")
+    row "{\"run\":$run,\"system\":\"$system\",\"workload\":\"p1000-create\",\"seconds\":$created}"
     ( while kill -0 "$pid" 2>/dev/null; do rss_kib "$pid"; sleep 1; done ) > "$out/$name.rss" &
     sampler=$!
     s=$(lg produce "$name" --topic p1000 --partitions 1000 --rate "$LOW_RATE" --warmup 10s --duration 30s)
@@ -123,6 +146,7 @@ for w, key, label, fmt in (
     ("consume-hot", "mb_per_s", "consume just written, MB/s", lambda v: f"{v:,.0f}"),
     ("consume-cold", "mb_per_s", "consume after restart, caches dropped, MB/s", lambda v: f"{v:,.0f}"),
     ("recovery", "seconds", "kill -9 → first acknowledged produce, s", lambda v: f"{v:.2f}"),
+    ("p1000-create", "seconds", "1,000 partitions: create until all led, s", lambda v: f"{v:.1f}"),
     ("p1000", "p99_ms", "1,000 partitions: produce p99, ms", lambda v: f"{v:.1f}"),
     ("p1000", "p99_9_ms", "1,000 partitions: produce p99.9, ms", lambda v: f"{v:.1f}"),
     ("p1000", "rss_kib", "1,000 partitions: peak RSS, MiB", lambda v: f"{v / 1024:,.0f}"),
