@@ -375,3 +375,29 @@ fn the_binary_gives_jemalloc_the_brokers_options() {
         "jemalloc did not take the exported options:\n{text}"
     );
 }
+
+#[test]
+fn a_created_topics_partitions_are_opened_before_their_first_record() {
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    let (ok, out) = weir(&broker, &["topics", "create", "eager", "--partitions", "6"]);
+    assert!(ok, "{out}");
+    // As Kafka creates a partition's log when its broker becomes the leader, each shard
+    // opens the partitions placed on it in the background, so a first produce does not
+    // wait for a new log's files.
+    let log = |p: i32| {
+        broker
+            .data_dir
+            .join(format!("eager-{p}"))
+            .join("00000000000000000000.log")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !(0..6).all(|p| log(p).exists()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "partitions not opened without a record:\n{}",
+            broker.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -24,8 +24,16 @@ const STRAY_SWEEP_DELAY: Duration = Duration::from_secs(2);
 pub(super) fn start(ctx: &Rc<ShardContext>) {
     let tasks = &ctx.tasks;
     let weak = Rc::downgrade(ctx);
-    tasks.periodic("resync", RESYNC_INTERVAL, weak.clone(), async |ctx| {
-        ctx.resync().await
+    // After a metadata change, the partitions newly placed here are opened (the shard's
+    // runner opened those placed before it started).
+    let mut opened_at = ctx.metadata_version();
+    tasks.periodic("resync", RESYNC_INTERVAL, weak.clone(), async move |ctx| {
+        ctx.resync().await;
+        let version = ctx.metadata_version();
+        if version != opened_at {
+            ctx.open_placed_partitions().await;
+            opened_at = version;
+        }
     });
     tasks.periodic(
         "group timers",

@@ -127,7 +127,7 @@ impl ShardContext {
             tasks: Tasks::default(),
         });
         ctx.resync().await;
-        ctx.open_owned_partitions().await;
+        ctx.open_placed_partitions().await;
         Ok(ctx)
     }
 

@@ -1,5 +1,6 @@
-//! Opening a shard's partition logs on first use (as leader or replica), reopening a
-//! fenced one, cutting a follower's diverged tail, and the retention pass.
+//! Opening a shard's partition logs (those placed on it once the metadata says so, and
+//! any on first use, as leader or replica), reopening a fenced one, cutting a follower's
+//! diverged tail, and the retention pass.
 
 use std::time::Instant;
 
@@ -13,14 +14,32 @@ use crate::{
 };
 
 impl ShardContext {
-    /// Opens every partition the metadata places on this shard.
-    pub(super) async fn open_owned_partitions(&self) {
-        for topic in self.metadata().topics.values() {
-            for (p, state) in topic.states.iter().enumerate() {
-                if state.replicas.contains(&self.node) {
-                    if let Err(e) = self.replica(&topic.name, p as u32).await {
-                        tracing::error!(topic = %topic.name, partition = p, error = ?e, "cannot open partition");
-                    }
+    /// Opens the partitions the metadata places on this shard that are not open yet — a
+    /// topic just created, a replica just assigned — as Kafka does when a broker becomes a
+    /// partition's leader or follower, so a first produce does not wait for its log's
+    /// files: each new log costs its directory, files and syncs, and a thousand of them
+    /// opened on first use held up the first produces for ~10 s. A partition that is
+    /// gone or moved by the time its turn comes is skipped.
+    pub(super) async fn open_placed_partitions(&self) {
+        let placed: Vec<(String, u32)> = self
+            .metadata()
+            .topics
+            .values()
+            .flat_map(|topic| {
+                topic
+                    .states
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, state)| state.replicas.contains(&self.node))
+                    .map(|(p, _)| (topic.name.clone(), p as u32))
+            })
+            .filter(|(topic, p)| self.logs.get(topic, *p).is_none())
+            .collect();
+        for (topic, p) in placed {
+            match self.replica(&topic, p).await {
+                Ok(_) | Err(PartitionError::Unknown | PartitionError::NotOwner) => {}
+                Err(e) => {
+                    tracing::error!(topic = %topic, partition = p, error = ?e, "cannot open partition")
                 }
             }
         }
