@@ -116,8 +116,9 @@ for run in $(seq 1 "$RUNS"); do
     done
     created=$(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.2f}')" "$t0")
     row "{\"run\":$run,\"system\":\"$system\",\"workload\":\"p1000-create\",\"seconds\":$created}"
-    # A first record to every partition (weir opens a partition's log on its first
-    # use): its time is a row, and the measured run then sees partitions in use.
+    # A first record to every partition (weir opens new partitions' logs in the
+    # background, Kafka creates them with their leaders): its time is a row, and the
+    # measured run then sees partitions in use.
     t0=$(date +%s.%N)
     lg produce "$name-first" --topic p1000 --partitions 1000 --messages 1000 > /dev/null
     first=$(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.2f}')" "$t0")
