@@ -96,13 +96,16 @@ fn frame_length(buf: &[u8], max_bytes: usize) -> Result<Option<usize>, FrameErro
 /// Takes one whole frame's payload off the front of `buf`, or returns `Ok(None)` when
 /// `buf` does not hold a whole frame yet.
 pub fn take_frame(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<BytesMut>, FrameError> {
-    match frame_length(buf, max_bytes)? {
-        Some(len) if buf.len() >= 4 + len => {
-            buf.advance(4);
-            Ok(Some(buf.split_to(len)))
-        }
-        _ => Ok(None),
-    }
+    Ok(frame_length(buf, max_bytes)?.and_then(|len| split_frame(buf, len)))
+}
+
+/// The payload of the frame of `len` bytes at the front of `buf`, taken off it, when
+/// `buf` holds all of it.
+fn split_frame(buf: &mut BytesMut, len: usize) -> Option<BytesMut> {
+    (buf.len() >= 4 + len).then(|| {
+        buf.advance(4);
+        buf.split_to(len)
+    })
 }
 
 /// Reads one connection's request frames; see the module docs.
@@ -134,10 +137,10 @@ impl FrameReader {
         limit: Duration,
     ) -> Result<Option<BytesMut>, ReadError> {
         loop {
-            if let Some(frame) = take_frame(&mut self.buf, self.max_bytes)? {
-                return Ok(Some(frame));
-            }
             if let Some(len) = frame_length(&self.buf, self.max_bytes)? {
+                if let Some(frame) = split_frame(&mut self.buf, len) {
+                    return Ok(Some(frame));
+                }
                 let missing = 4 + len - self.buf.len();
                 if missing >= DIRECT_READ_BYTES_MIN {
                     return self.read_direct(reader, len, limit).await;
