@@ -17,6 +17,7 @@ use common::{
     kcat,
     loop_mount::mount_small_ext4,
     netns::Network,
+    partitions::{describe, wait_for, wait_led_elsewhere, Row},
 };
 use kafka_protocol::ResponseError;
 use weir_client::{blocking::Connection, record_batch::build_batch};
@@ -54,62 +55,6 @@ fn values_once_visible(bootstrap: &str, topic: &str, expected: &[String]) -> Vec
     }
 }
 
-/// One partition as `weir topics describe` shows it.
-#[derive(Debug, Clone, PartialEq)]
-struct Row {
-    leader: i64,
-    epoch: i64,
-    replicas: Vec<i64>,
-    isr: Vec<i64>,
-    high_watermark: i64,
-}
-
-/// `weir topics describe`, or nothing while it fails (a leader just died).
-fn describe(bootstrap: &str, topic: &str) -> Vec<Row> {
-    let (ok, out) = run_weir(&["topics", "--bootstrap", bootstrap, "describe", topic]);
-    if !ok {
-        return Vec::new();
-    }
-    let nodes = |s: &str| -> Vec<i64> { s.split(',').filter_map(|n| n.parse().ok()).collect() };
-    out.lines()
-        .skip(2)
-        .take_while(|l| !l.starts_with("CONFIG"))
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            Row {
-                leader: f[1].parse().unwrap_or(-1),
-                epoch: f[2].parse().expect("epoch"),
-                replicas: nodes(f[3]),
-                isr: nodes(f[4]),
-                high_watermark: f[6].parse().unwrap_or(-1),
-            }
-        })
-        .collect()
-}
-
-/// The leader node of every partition of `topic`, from `kcat -L` (Metadata only).
-fn leaders(bootstrap: &str, topic: &str) -> Vec<i64> {
-    kcat(&["-b", bootstrap, "-L", "-t", topic], None)
-        .lines()
-        .filter_map(|l| l.split("leader ").nth(1))
-        .filter_map(|l| l.split(',').next()?.trim().parse().ok())
-        .collect()
-}
-
-/// Waits until Metadata through `via` shows every partition of `topic` led, and none by
-/// host `host` (Metadata only: `describe` would ask a stopped or cut-off host for
-/// offsets); panics with `what` after 15 s.
-fn wait_led_elsewhere(via: &str, topic: &str, host: u32, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while leaders(via, topic)
-        .iter()
-        .any(|l| *l < 0 || l / 1024 == i64::from(host))
-    {
-        assert!(Instant::now() < deadline, "{what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 /// A second into a load on `topic`: its partitions as host 1 describes them, the host
 /// leading partition 0, and another host's address.
 fn leader_under_load(cluster: &mut Cluster, topic: &str) -> (Vec<Row>, u32, String) {
@@ -119,25 +64,6 @@ fn leader_under_load(cluster: &mut Cluster, topic: &str) -> (Vec<Row>, u32, Stri
     let victim = (rows[0].leader / 1024) as u32;
     let other = cluster.host((victim % 3) + 1).bootstrap();
     (rows, victim, other)
-}
-
-/// Polls `describe` until `done` holds for every partition; panics after `within`.
-fn wait_for(
-    bootstrap: &str,
-    topic: &str,
-    within: Duration,
-    what: &str,
-    done: impl Fn(&Row) -> bool,
-) -> Vec<Row> {
-    let deadline = Instant::now() + within;
-    loop {
-        let rows = describe(bootstrap, topic);
-        if !rows.is_empty() && rows.iter().all(&done) {
-            return rows;
-        }
-        assert!(Instant::now() < deadline, "{what}: {rows:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// Three one-shard hosts agreeing on their metadata, with `topic` created (`partitions`
@@ -741,7 +667,7 @@ fn a_follower_with_a_full_disk_leaves_the_isr_without_stopping_the_partition() {
 
 #[test]
 fn a_partitioned_leader_acknowledges_nothing_and_is_cut_back_to_the_majority() {
-    let mut cluster = Cluster::start_on(Some(Network::new(3)), 3, 1, |_| Vec::new());
+    let mut cluster = Cluster::start_on(Some(Network::new(3)), 3, 1, |_| ());
     cluster.converged_metadata(Duration::from_secs(15));
     under_load(&mut cluster, "split", |cluster| {
         let (rows, victim, other) = leader_under_load(cluster, "split");

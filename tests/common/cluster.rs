@@ -34,6 +34,9 @@ pub struct Host {
     pub shards: usize,
     /// Its data directory.
     pub data_dir: PathBuf,
+    /// Where its output goes (beside its data directory unless a test moves it: off a
+    /// disk the test fills, say).
+    pub log_path: PathBuf,
     /// A voter (runs the controller) or a broker only.
     pub voter: bool,
     controller_port: u16,
@@ -94,13 +97,13 @@ impl Host {
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.data_dir.with_extension("log"))
+            .open(&self.log_path)
             .map_or(Stdio::null(), Stdio::from)
     }
 
     /// Its log so far.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.data_dir.with_extension("log")).unwrap_or_default()
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
     /// Starts the process (without waiting for it to serve).
@@ -163,6 +166,28 @@ impl Host {
         };
         if super::terminate(&mut child, Duration::from_secs(30)).is_none() {
             panic!("host {} did not stop within 30s\n{}", self.id, self.log());
+        }
+    }
+
+    /// Adds `flags` to its `weir serve` command line (from its next start).
+    pub fn add_flags(&mut self, flags: &[&str]) {
+        self.extra.extend(flags.iter().map(|f| f.to_string()));
+    }
+
+    /// Its process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether its process has exited (reaping it if so) or was never started.
+    pub fn exited(&mut self) -> bool {
+        match self.child.as_mut().map(Child::try_wait) {
+            Some(Ok(None)) => false,
+            Some(_) => {
+                self.child = None;
+                true
+            }
+            None => true,
         }
     }
 
@@ -254,16 +279,17 @@ impl Cluster {
         shards: usize,
         extra: impl Fn(u32) -> Vec<String>,
     ) -> Cluster {
-        Cluster::start_on(None, voters, shards, extra)
+        Cluster::start_on(None, voters, shards, |host| host.extra = extra(host.id))
     }
 
-    /// [`start_configured`](Self::start_configured) with every host in its own namespace
-    /// of `network` (which must have at least `voters` hosts).
+    /// [`start`](Self::start), with every host in its own namespace of `network` (which
+    /// must have at least `voters` hosts) if one is given, and each host set up by
+    /// `setup` (its flags, its data directory) before it starts.
     pub fn start_on(
         network: Option<Network>,
         voters: u32,
         shards: usize,
-        extra: impl Fn(u32) -> Vec<String>,
+        setup: impl Fn(&mut Host),
     ) -> Cluster {
         let ips: Vec<String> = (1..=8).map(|n| format!("127.0.0.{n}")).collect();
         let ip_refs: Vec<&str> = ips.iter().map(String::as_str).collect();
@@ -284,7 +310,7 @@ impl Cluster {
             .join(",");
         for id in 1..=voters {
             let mut host = cluster.new_host(id, shards, true);
-            host.extra = extra(id);
+            setup(&mut host);
             cluster.hosts.push(host);
         }
         for h in &mut cluster.hosts {
@@ -312,6 +338,7 @@ impl Cluster {
             port: self.port,
             shards,
             data_dir: self.dir.path().join(format!("host-{id}")),
+            log_path: self.dir.path().join(format!("host-{id}.log")),
             voter,
             controller_port: self.controller_port,
             voters: self.voters.clone(),

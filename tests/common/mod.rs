@@ -11,9 +11,11 @@ pub mod loadgen;
 pub mod loop_mount;
 pub mod mutation;
 pub mod netns;
+pub mod partitions;
 pub mod pki;
 pub mod rng;
 pub mod rss;
+pub mod slow_disk;
 
 use std::{future::Future, path::Path, time::Duration};
 

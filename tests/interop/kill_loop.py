@@ -1,7 +1,7 @@
 """Runs beside a broker that is being SIGKILLed and restarted.
-  kill_loop.py produce BOOTSTRAP TOPIC STOP_FILE ACKED_FILE
+  kill_loop.py produce BOOTSTRAP TOPIC STOP_FILE ACKED_FILE [RATE]
       idempotent acks=all producer; writes "key partition offset" for every acknowledged
-      message until STOP_FILE exists
+      message until STOP_FILE exists, at most RATE messages a second if given
   kill_loop.py consume BOOTSTRAP TOPIC STOP_FILE COMMITS_FILE SEEN_FILE
       group member; writes "key partition offset" for every message it is given to
       SEEN_FILE, and after each batch commits synchronously and appends the acknowledged
@@ -25,6 +25,8 @@ mode, bootstrap, topic = sys.argv[1], sys.argv[2], sys.argv[3]
 
 if mode == "produce":
     stop, acked_path = sys.argv[4], sys.argv[5]
+    rate = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
+    started = time.monotonic()
     with open(acked_path, "w") as acked:
         def report(err, msg):
             if err is None:
@@ -33,6 +35,9 @@ if mode == "produce":
                       "linger.ms": 2, "message.timeout.ms": 120000})
         i = 0
         while not os.path.exists(stop):
+            if rate and i > rate * (time.monotonic() - started):
+                p.poll(0.01)
+                continue
             try:
                 p.produce(topic, key=f"k{i}", value=f"value-{i}", on_delivery=report)
                 i += 1
