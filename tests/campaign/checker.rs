@@ -274,3 +274,100 @@ fn longest_gap(times: &[u64], window: (u64, u64)) -> u64 {
         .max()
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's files: producer acks `(value, partition, offset, ms)`, one consumer's
+    /// records `(value, partition, offset)` consumed at 1 000, and committed samples.
+    fn run(
+        acks: &[(&str, i32, i64, u64)],
+        given: &[(&str, i32, i64)],
+        samples: &str,
+    ) -> (tempfile::TempDir, Files) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = Files(dir.path().to_path_buf());
+        let producer: String = acks
+            .iter()
+            .map(|(v, p, o, ms)| {
+                format!(
+                    "{{\"timestamp\":{ms},\"name\":\"producer_send_success\",\"value\":\"{v}\",\
+                     \"partition\":{p},\"offset\":{o}}}\n"
+                )
+            })
+            .collect();
+        let mut consumer: String = given
+            .iter()
+            .map(|(v, p, o)| {
+                format!(
+                    "{{\"timestamp\":1,\"name\":\"record_data\",\"value\":\"{v}\",\
+                     \"partition\":{p},\"offset\":{o}}}\n"
+                )
+            })
+            .collect();
+        consumer.push_str("{\"timestamp\":1000,\"name\":\"records_consumed\",\"count\":1}\n");
+        std::fs::write(files.producer(), producer).expect("write");
+        std::fs::write(files.consumer(0), consumer).expect("write");
+        std::fs::write(files.commits(), samples).expect("write");
+        (dir, files)
+    }
+
+    const ACKS: [(&str, i32, i64, u64); 3] = [("0", 0, 0, 10), ("1", 0, 1, 20), ("2", 1, 0, 30)];
+
+    #[test]
+    fn a_faithful_log_passes() {
+        let (_dir, files) = run(&ACKS, &[("1", 0, 1)], "5 0 1\n6 0 2\n");
+        let verdict = check(&files, 1, "0 0 0\n0 1 1\n1 0 2\n", &[]);
+        assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
+        assert!(verdict.figures.contains("records acknowledged: 3"));
+    }
+
+    #[test]
+    fn every_kind_of_loss_is_reported() {
+        let (_dir, files) = run(&ACKS, &[("9", 0, 1)], "5 0 2\n6 0 1\n");
+        // Value 1 lost (a hole at offset 1), value 2 stored twice.
+        let verdict = check(&files, 1, "0 0 0\n0 2 2\n1 0 2\n", &[]);
+        let all = verdict.violations.join("\n");
+        for expected in [
+            "offset 2 follows 0",
+            "stored twice",
+            "acknowledged \"1\" at 0:1",
+            "consumer 0 was given \"9\"",
+            "committed offset went back from 2",
+        ] {
+            assert!(all.contains(expected), "{expected:?} not in:\n{all}");
+        }
+    }
+
+    #[test]
+    fn a_client_that_never_recovers_is_reported() {
+        let (_dir, files) = run(&ACKS, &[], "");
+        let fault = Event {
+            fault: "pause",
+            host: Some(1),
+            partitions: vec![0],
+            start_ms: 12,
+            heal_ms: 15,
+            note: String::new(),
+        };
+        let verdict = check(
+            &files,
+            1,
+            "0 0 0\n0 1 1\n1 0 2\n",
+            std::slice::from_ref(&fault),
+        );
+        let all = verdict.violations.join("\n");
+        // Partition 1 acknowledged after the heal; partition 0 did too (at 20); the
+        // consumer consumed at 1 000, within its bound: only a later fault fails.
+        assert!(all.is_empty(), "{all}");
+        let late = Event {
+            heal_ms: 100_000,
+            ..fault
+        };
+        let verdict = check(&files, 1, "0 0 0\n0 1 1\n1 0 2\n", &[late]);
+        let all = verdict.violations.join("\n");
+        assert!(all.contains("partition 0 acknowledged nothing"), "{all}");
+        assert!(all.contains("consumer 0 consumed nothing"), "{all}");
+    }
+}
