@@ -94,7 +94,7 @@ fn configuration_page() -> String {
 fn metrics_page() -> String {
     let dir = tempfile::tempdir_in(root().join("target")).expect("tempdir");
     let offsets = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("offset store"));
-    let broker = metrics::BrokerMetrics::new(1, offsets);
+    let broker = metrics::BrokerMetrics::new(1, offsets, &metrics::ControllerMetrics::default());
     // A family is served once it has a series: a shard's handles and one of each kind
     // of event make them all, as a broker under traffic has them.
     let shard = metrics::ShardMetrics::new(Arc::clone(&broker), 0);
@@ -105,6 +105,7 @@ fn metrics_page() -> String {
     shard.partitions.fetched("t", 1);
     let _gauges = shard.partitions.gauges("t", 0);
     shard.groups.publish("g", "Stable", 1, 1);
+    shard.replication.set_follower_lag("t", 0, 2, 0);
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, broker.registry()).expect("encode");
     let mut page = format!(

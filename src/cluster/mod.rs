@@ -39,3 +39,6 @@ openraft::declare_raft_types!(
 
 /// The controller's Raft node.
 pub type Raft = openraft::Raft<TypeConfig>;
+
+/// What the controller's Raft node reports of the quorum (its leader, term, members).
+pub type QuorumMetrics = openraft::RaftMetrics<u64, openraft::BasicNode>;

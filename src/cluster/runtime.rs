@@ -18,6 +18,7 @@ use crate::{
         cluster_state::HostRecord,
         registry::{ControllerCall, TopicRegistry},
     },
+    metrics::ControllerMetrics,
     replication::lag_report::ReplicaLags,
 };
 
@@ -62,13 +63,14 @@ pub struct ControllerThread {
 }
 
 impl ControllerThread {
-    /// Starts the thread: the voter (if `config.roles.controller`) and the agent (if
-    /// `broker` is given).
+    /// Starts the thread: the voter (if `config.roles.controller`), which keeps
+    /// `quorum` up with the quorum's leader, and the agent (if `broker` is given).
     pub fn start(
         host: u32,
         config: ClusterConfig,
         data_dir: PathBuf,
         broker: Option<BrokerSide>,
+        quorum: ControllerMetrics,
     ) -> Result<ControllerThread, ClusterError> {
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let (ready_tx, ready) = std::sync::mpsc::channel();
@@ -82,7 +84,10 @@ impl ControllerThread {
                 runtime.block_on(async move {
                     let controller = if config.roles.controller {
                         match start_voter(host, &config, &data_dir).await {
-                            Ok(c) => Some(c),
+                            Ok(c) => {
+                                tokio::spawn(watch_quorum(Arc::clone(&c), u64::from(host), quorum));
+                                Some(c)
+                            }
                             Err(e) => {
                                 let _ = ready_tx.send(Err(e));
                                 return;
@@ -158,4 +163,26 @@ async fn start_voter(
     tokio::spawn(Arc::clone(&controller).serve(listener));
     tokio::spawn(Arc::clone(&controller).fence_silent_hosts());
     Ok(controller)
+}
+
+/// Keeps `metrics` up with the quorum's leader as voter `me` sees it and, while it
+/// leads, with the partitions that have no leader (checked every second), until the
+/// voter stops.
+async fn watch_quorum(controller: Arc<Controller>, me: u64, metrics: ControllerMetrics) {
+    let mut quorum = controller.quorum();
+    let mut last = None;
+    loop {
+        let now = quorum.borrow_and_update().current_leader;
+        metrics.observe_leader(me, last, now);
+        metrics.set_offline(controller.offline_partitions());
+        last = now.or(last);
+        tokio::select! {
+            changed = quorum.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+        }
+    }
 }

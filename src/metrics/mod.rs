@@ -15,6 +15,7 @@ pub mod group_metrics;
 pub mod group_offsets;
 pub mod http;
 pub mod partition_metrics;
+pub mod replication_metrics;
 pub mod request_metrics;
 pub mod storage_metrics;
 pub mod transaction_metrics;
@@ -29,6 +30,7 @@ use prometheus_client::{encoding::EncodeLabelSet, registry::Registry};
 pub use connection_metrics::ConnectionMetrics;
 pub use group_metrics::GroupMetrics;
 pub use partition_metrics::{PartitionGauges, PartitionMetrics, PartitionOffsets};
+pub use replication_metrics::{ControllerMetrics, ReplicationMetrics};
 pub use request_metrics::RequestMetrics;
 pub use storage_metrics::StorageMetrics;
 pub use transaction_metrics::TransactionMetrics;
@@ -53,11 +55,17 @@ pub struct BrokerMetrics {
     groups: group_metrics::GroupFamilies,
     storage: storage_metrics::StorageFamilies,
     transactions: transaction_metrics::TransactionFamilies,
+    replication: replication_metrics::ReplicationFamilies,
 }
 
 impl BrokerMetrics {
-    /// Creates and registers every family for a broker of `shards` shards.
-    pub fn new(shards: usize, offsets: Arc<OffsetStore>) -> Arc<BrokerMetrics> {
+    /// Creates and registers every family for a broker of `shards` shards, with the
+    /// host's view of the controller quorum.
+    pub fn new(
+        shards: usize,
+        offsets: Arc<OffsetStore>,
+        controller: &ControllerMetrics,
+    ) -> Arc<BrokerMetrics> {
         let mut registry = Registry::with_prefix("weir");
         let requests = request_metrics::RequestFamilies::register(&mut registry);
         let connections = connection_metrics::ConnectionFamilies::register(&mut registry);
@@ -69,6 +77,8 @@ impl BrokerMetrics {
         )));
         let storage = storage_metrics::StorageFamilies::register(&mut registry);
         let transactions = transaction_metrics::TransactionFamilies::register(&mut registry);
+        let replication = replication_metrics::ReplicationFamilies::register(&mut registry);
+        controller.register(&mut registry);
         Arc::new(BrokerMetrics {
             registry,
             shards,
@@ -79,6 +89,7 @@ impl BrokerMetrics {
             groups,
             storage,
             transactions,
+            replication,
         })
     }
 
@@ -114,6 +125,8 @@ pub struct ShardMetrics {
     pub storage: StorageMetrics,
     /// The transactions this shard coordinates.
     pub transactions: TransactionMetrics,
+    /// The replication of the partitions this shard leads or follows.
+    pub replication: ReplicationMetrics,
 }
 
 impl ShardMetrics {
@@ -127,6 +140,7 @@ impl ShardMetrics {
             groups: broker.groups.for_shard(shard),
             storage: broker.storage.for_shard(shard),
             transactions: broker.transactions.for_shard(shard),
+            replication: broker.replication.for_shard(shard),
             broker,
         }
     }

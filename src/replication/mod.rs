@@ -69,6 +69,21 @@ impl Replication {
             .unwrap_or(0)
     }
 
+    /// How many offsets behind `log_end` each follower of a partition this shard leads
+    /// is (none when it does not lead it).
+    pub fn follower_lags(
+        &self,
+        topic: &str,
+        partition: u32,
+        log_end: Offset,
+    ) -> Vec<(NodeId, u64)> {
+        self.led
+            .borrow()
+            .get(&(topic.to_string(), partition))
+            .map(|pr| pr.lag(log_end).collect())
+            .unwrap_or_default()
+    }
+
     /// Stops following `key` from any leader but `keep`; a session left without
     /// partitions ends.
     fn stop_following(&self, key: &PartitionKey, keep: Option<NodeId>) {

@@ -214,9 +214,18 @@ fn propose_isr_changes(ctx: &Rc<ShardContext>, lag_max: Duration) {
                 return;
             };
             tracing::info!(topic = %key.0, partition = key.1, epoch, from = ?before, to = ?isr, "proposing an ISR change");
+            let shrink = isr.len() < before.len();
             let result = ctx.registry.alter_isr(&key.0, key.1, epoch, isr).await;
-            if let Err(e) = &result {
-                tracing::warn!(topic = %key.0, partition = key.1, error = %e, "ISR change refused");
+            match &result {
+                Err(e) => {
+                    tracing::warn!(topic = %key.0, partition = key.1, error = %e, "ISR change refused");
+                }
+                Ok(_) if shrink => {
+                    ctx.metrics.replication.isr_shrinks.inc();
+                }
+                Ok(_) => {
+                    ctx.metrics.replication.isr_expands.inc();
+                }
             }
             ctx.replication.end_proposal(&key, result.is_err());
         })

@@ -15,10 +15,12 @@ use super::context::ShardContext;
 pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What a shard has published so far: each partition's gauges, kept between
-/// publications with the round that last saw it, and the groups published.
+/// publications with the round that last saw it, the followers whose lag it published
+/// and the groups published.
 #[derive(Default)]
 pub(super) struct Publisher {
     published: HashMap<String, HashMap<u32, (PartitionGauges, u64)>>,
+    followers: HashSet<(String, u32, i32)>,
     groups: HashSet<String>,
     round: u64,
 }
@@ -30,11 +32,14 @@ impl Publisher {
     pub(super) fn publish(&mut self, ctx: &ShardContext) {
         let Publisher {
             published,
+            followers,
             groups,
             round,
         } = self;
         *round += 1;
         let round = *round;
+        let mut under_replicated = 0;
+        let mut followers_now = HashSet::new();
         ctx.for_each_log(|topic, partition, log| {
             let parts = match published.get_mut(topic) {
                 Some(parts) => parts,
@@ -57,8 +62,24 @@ impl Publisher {
                     .slowest_follower(topic, partition, o.log_end);
                 gauges.set_replication(state.replicas.len(), state.isr.len(), lag);
                 ctx.lags.report(topic, partition, lag);
+                if state.leader == Some(ctx.node) {
+                    under_replicated += i64::from(state.isr.len() < state.replicas.len());
+                    for (follower, lag) in
+                        ctx.replication.follower_lags(topic, partition, o.log_end)
+                    {
+                        let replication = &ctx.metrics.replication;
+                        replication.set_follower_lag(topic, partition, follower, lag);
+                        followers_now.insert((topic.to_string(), partition, follower));
+                    }
+                }
             }
         });
+        let replication = &ctx.metrics.replication;
+        replication.under_replicated.set(under_replicated);
+        for (topic, partition, follower) in followers.difference(&followers_now) {
+            replication.forget_follower(topic, *partition, *follower);
+        }
+        *followers = followers_now;
         published.retain(|topic, parts| {
             parts.retain(|partition, (_, seen)| {
                 let open = *seen == round;

@@ -34,7 +34,7 @@ use crate::{
         producer_ids::ProducerIds,
         registry::TopicRegistry,
     },
-    metrics::{self, BrokerMetrics},
+    metrics::{self, BrokerMetrics, ControllerMetrics},
     net::listener,
     replication::lag_report::ReplicaLags,
 };
@@ -144,6 +144,7 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
     };
     let shutdown = ShutdownHandle::default();
     let lags = Arc::new(ReplicaLags::default());
+    let quorum = ControllerMetrics::default();
     let (registry, controller) = match &config.cluster {
         None => (
             TopicRegistry::load(&config.data_dir, config.node_id, record)?,
@@ -164,6 +165,7 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
                 cluster.clone(),
                 config.data_dir.clone(),
                 broker,
+                quorum.clone(),
             )?;
             if let Err(e) = wait_until_ready(&thread, &stop) {
                 thread.stop();
@@ -198,7 +200,14 @@ pub fn run(config: BrokerConfig, stop: Arc<AtomicBool>) -> Result<(), BrokerErro
         }
         None => stop,
     };
-    let served = serve(config, registry, lags, Arc::clone(&shards_stop), tls);
+    let served = serve(
+        config,
+        registry,
+        lags,
+        &quorum,
+        Arc::clone(&shards_stop),
+        tls,
+    );
     // (A shard that failed ends the waiting thread too.)
     shards_stop.store(true, std::sync::atomic::Ordering::Release);
     if let Some(thread) = controller {
@@ -270,6 +279,7 @@ fn serve(
     config: BrokerConfig,
     registry: Arc<TopicRegistry>,
     lags: Arc<ReplicaLags>,
+    quorum: &ControllerMetrics,
     stop: Arc<AtomicBool>,
     tls: Option<futures_rustls::TlsAcceptor>,
 ) -> Result<(), BrokerError> {
@@ -279,7 +289,7 @@ fn serve(
         1 << 30,
     )?);
     let config = Arc::new(config);
-    let metrics = BrokerMetrics::new(config.shards, Arc::clone(&offsets));
+    let metrics = BrokerMetrics::new(config.shards, Arc::clone(&offsets), quorum);
     if let Some(addr) = config.metrics_listen {
         metrics::http::start(addr, Arc::clone(&metrics))
             .map_err(|source| BrokerError::Metrics { addr, source })?;

@@ -81,8 +81,11 @@ impl Host {
             .args(["--shards", &self.shards.to_string()])
             .args(["--cores", &cores(self.shards)])
             .arg("--data-dir")
-            .arg(&self.data_dir)
-            .args(["--metrics-listen", "off"]);
+            .arg(&self.data_dir);
+        // No metrics endpoint unless the test asks for one.
+        if !self.extra.iter().any(|a| a == "--metrics-listen") {
+            c.args(["--metrics-listen", "off"]);
+        }
         // Short sessions make failover tests quick, unless the test sets its own.
         if !self.extra.iter().any(|a| a == "--session-timeout") {
             c.args(["--session-timeout", "2s"]);
@@ -222,6 +225,32 @@ fn cores(shards: usize) -> String {
         .map(|s| (s % cpus).to_string())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The sum of every sample of metric `name` whose labels contain each of `labels`
+/// (`key="value"` strings) in the exposition `GET /metrics` at `addr` answers; `None`
+/// when no sample matches or the endpoint does not answer.
+pub fn scrape_sum(addr: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: test\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let samples: Vec<f64> = text
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+                && labels.iter().all(|want| l.contains(want))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    (!samples.is_empty()).then(|| samples.iter().sum())
 }
 
 /// Runs the `weir` CLI (at most 60 s); returns whether it succeeded and its output.

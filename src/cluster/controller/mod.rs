@@ -1,5 +1,7 @@
-//! A voter of the controller quorum: its openraft node, the listener that serves Raft's
-//! messages and the hosts' requests, and the leader's fencing of silent hosts.
+//! A voter of the controller quorum: its openraft node and the listener that serves
+//! Raft's messages and the hosts' requests; the leader's sessions with the hosts (and
+//! its fencing of silent ones) are in `sessions`, what it reports about the cluster in
+//! `status`.
 //!
 //! Only the leader answers hosts (others say who leads): it checks each change against
 //! the metadata, places new partitions over the live hosts' shards and commits the
@@ -7,6 +9,9 @@
 //! the time of each host's last one in memory and commits only the change of state
 //! (fenced after `session_timeout` of silence, unfenced on its next heartbeat), as
 //! KRaft does. A new leader gives every host a full session timeout before fencing.
+
+mod sessions;
+mod status;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -21,10 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 use super::{
     config::{voters_text, ClusterConfig},
     network::Network,
-    rpc::{
-        read_frame, write_frame, ClusterStatus, Heartbeat, HeartbeatReply, HostStatus,
-        PartitionStatus, Registration, Request, Response,
-    },
+    rpc::{read_frame, write_frame, Heartbeat, HeartbeatReply, Registration, Request, Response},
     store::{Applied, LogStore, StateMachine, Store},
     Raft,
 };
@@ -33,7 +35,7 @@ use crate::{
         cluster_state::{
             Command, MetadataChange, MetadataError, OFFSETS_REPLICATION_FACTOR, OFFSETS_TOPIC,
         },
-        placement::{host_of, node_id, shard_of, COORDINATOR_SLOTS},
+        placement::{node_id, shard_of, COORDINATOR_SLOTS},
         topic_config::TopicConfigs,
     },
     replication::lag_report::PartitionLag,
@@ -234,6 +236,11 @@ impl Controller {
         }
     }
 
+    /// The quorum as this voter's Raft node reports it, updated on every change.
+    pub fn quorum(&self) -> tokio::sync::watch::Receiver<super::QuorumMetrics> {
+        self.raft.metrics()
+    }
+
     fn applied(&self) -> Arc<Applied> {
         Arc::clone(&self.published.borrow())
     }
@@ -272,28 +279,6 @@ impl Controller {
             },
             Ok(Ok(r)) => r.data.map(|()| r.log_id.index),
         }
-    }
-
-    fn heard_within(&self, host: u32, within: Duration) -> bool {
-        self.heartbeats
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&host)
-            .is_some_and(|t| t.elapsed() < within)
-    }
-
-    fn membership_changed(&self) {
-        *self
-            .membership_changed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Instant::now();
-    }
-
-    fn heard(&self, host: u32) {
-        self.heartbeats
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(host, Instant::now());
     }
 
     async fn register(&self, r: Registration) -> Result<String, MetadataError> {
@@ -544,149 +529,6 @@ impl Controller {
             }
         };
         self.propose(cmd).await
-    }
-
-    fn status(&self) -> Result<ClusterStatus, MetadataError> {
-        self.leader_only()?;
-        let applied = self.applied();
-        let metrics = self.raft.metrics().borrow().clone();
-        let voters: Vec<(u64, String)> = metrics
-            .membership_config
-            .membership()
-            .nodes()
-            .map(|(id, n)| (*id, n.addr.clone()))
-            .collect();
-        let heartbeats = self
-            .heartbeats
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let lags = self.lags.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let hosts = applied
-            .state
-            .hosts
-            .iter()
-            .map(|(id, record)| HostStatus {
-                host: *id,
-                record: record.clone(),
-                heartbeat_age_ms: heartbeats.get(id).map(|t| t.elapsed().as_millis() as u64),
-                partitions: applied
-                    .state
-                    .topics
-                    .values()
-                    .flat_map(|t| t.states.iter().flat_map(|s| s.replicas.iter()))
-                    .filter(|n| host_of(**n) == *id)
-                    .count(),
-                voter: voters.iter().any(|(v, _)| *v == u64::from(*id)),
-            })
-            .collect();
-        Ok(ClusterStatus {
-            cluster_id: applied.state.cluster_id.clone(),
-            voters,
-            leader: self.id,
-            term: metrics.current_term,
-            version: applied.version(),
-            hosts,
-            topics: applied.state.topics.len(),
-            degraded: applied
-                .state
-                .topics
-                .values()
-                .flat_map(|t| {
-                    t.states.iter().enumerate().filter_map(|(p, s)| {
-                        let lag = s.leader.map_or(0, |l| {
-                            lags.get(&host_of(l))
-                                .and_then(|v| {
-                                    v.iter()
-                                        .find(|x| x.topic == t.name && x.partition == p as u32)
-                                })
-                                .map_or(0, |x| x.lag)
-                        });
-                        let degraded = s.leader.is_none()
-                            || s.isr.len() < s.replicas.len()
-                            || s.target.is_some()
-                            || lag > 0;
-                        degraded.then(|| PartitionStatus {
-                            topic: t.name.clone(),
-                            partition: p as u32,
-                            state: s.clone(),
-                            lag,
-                        })
-                    })
-                })
-                .collect(),
-        })
-    }
-
-    /// A new leader has heard from nobody yet: every host gets a full session from now —
-    /// except the host of the leader it replaces, which a voter other than this one had
-    /// not heard from for the leader lease (the maximum election timeout) when it granted
-    /// its vote (openraft's voters refuse votes while their leader's lease runs), so its
-    /// session counts from then. When the controller leader's host dies, its partitions
-    /// then fail over that much sooner; a host wrongly counted silent is only fenced
-    /// early, and unfenced on its next heartbeat.
-    fn start_sessions(&self, previous: Option<u64>) {
-        let now = Instant::now();
-        let silent_since = now
-            .checked_sub(Duration::from_millis(ELECTION_TIMEOUT_MAX_MS))
-            .unwrap_or(now);
-        let mut beats = self.heartbeats.lock().unwrap_or_else(|p| p.into_inner());
-        for host in self.applied().state.hosts.keys() {
-            let replaced = previous == Some(u64::from(*host)) && previous != Some(self.id);
-            beats.insert(*host, if replaced { silent_since } else { now });
-        }
-    }
-
-    /// On the leader, fences every host silent for longer than the session timeout;
-    /// runs until the runtime stops.
-    pub async fn fence_silent_hosts(self: Arc<Self>) {
-        let mut was_leader = false;
-        // The leader this voter last followed.
-        let mut previous: Option<u64> = None;
-        loop {
-            tokio::time::sleep(FENCE_CHECK).await;
-            let leader = self.is_leader();
-            if leader && !was_leader {
-                self.start_sessions(previous);
-            }
-            was_leader = leader;
-            if !leader {
-                // (A candidate knows no leader: keep the last one it followed.)
-                if let Some(l) = self.raft.metrics().borrow().current_leader {
-                    previous = Some(l);
-                }
-                continue;
-            }
-            let applied = self.applied();
-            for (host, record) in &applied.state.hosts {
-                if record.fenced || self.heard_within(*host, self.config.session_timeout) {
-                    continue;
-                }
-                tracing::warn!(host, timeout = ?self.config.session_timeout, "fencing a silent host: its partitions have no leader until it returns");
-                if let Err(e) = self
-                    .propose(Command::SetFenced {
-                        host: *host,
-                        fenced: true,
-                    })
-                    .await
-                {
-                    tracing::warn!(host, error = %e, "could not fence host");
-                }
-                self.membership_changed();
-            }
-            let quiet = self
-                .membership_changed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .elapsed()
-                >= PREFERRED_LEADER_QUIET;
-            if quiet && applied.state.preferred_leaders_due() {
-                tracing::info!("moving leadership back to preferred replicas");
-                if let Err(e) = self.propose(Command::PreferLeaders).await {
-                    tracing::warn!(error = %e, "could not move leadership back");
-                }
-            }
-        }
     }
 }
 
