@@ -6,7 +6,10 @@
 use std::{fmt::Write, time::Duration};
 
 use crate::{
-    cluster::rpc::{self, ClusterStatus, Request, Response},
+    cluster::{
+        peer_tls::PeerTls,
+        rpc::{self, ClusterStatus, Request, Response},
+    },
     metadata::{
         cluster_state::{MetadataChange, MetadataError},
         partition_state::PartitionState,
@@ -31,9 +34,18 @@ pub enum StatusError {
     Controller(#[from] MetadataError),
 }
 
+/// A controller to ask: any voter's address, and the controller channel's TLS when the
+/// hosts use it.
+pub struct ControllerAddr {
+    /// `HOST:PORT` of a voter's controller listener.
+    pub addr: String,
+    /// A certificate the hosts' CA signed, and that CA.
+    pub tls: Option<PeerTls>,
+}
+
 /// The status, asked of `controller` and, if it is not the leader, of the leader it
 /// names.
-pub fn fetch(controller: &str) -> Result<ClusterStatus, StatusError> {
+pub fn fetch(controller: &ControllerAddr) -> Result<ClusterStatus, StatusError> {
     ask_leader(controller, &Request::Status, |r| match r {
         Response::Status(answer) => Ok(answer),
         other => Err(rpc::unexpected(&other)),
@@ -42,7 +54,7 @@ pub fn fetch(controller: &str) -> Result<ClusterStatus, StatusError> {
 
 /// `weir cluster rebalance-leaders`: every partition whose preferred replica is live
 /// and in sync is led by it again. Returns the metadata version that holds the change.
-pub fn rebalance_leaders(controller: &str) -> Result<u64, StatusError> {
+pub fn rebalance_leaders(controller: &ControllerAddr) -> Result<u64, StatusError> {
     let request = Request::Change(MetadataChange::PreferLeaders);
     ask_leader(controller, &request, |r| match r {
         Response::Changed(answer) => Ok(answer),
@@ -55,7 +67,7 @@ pub fn rebalance_leaders(controller: &str) -> Result<u64, StatusError> {
 /// `reassign`, its replicas also move to other live hosts. Returns the metadata version
 /// that holds the change.
 pub fn drain(
-    controller: &str,
+    controller: &ControllerAddr,
     host: u32,
     draining: bool,
     reassign: bool,
@@ -114,7 +126,7 @@ const LEADER_WAIT: Duration = Duration::from_secs(10);
 /// quorum without one, as Kafka's admin clients retry NOT_CONTROLLER), and takes the
 /// answer out of the response with `answer`.
 fn ask_leader<T>(
-    controller: &str,
+    controller: &ControllerAddr,
     request: &Request,
     answer: impl Fn(Response) -> Result<Result<T, MetadataError>, std::io::Error>,
 ) -> Result<T, StatusError> {
@@ -122,14 +134,14 @@ fn ask_leader<T>(
         .enable_all()
         .build()
         .map_err(|source| StatusError::Io {
-            addr: controller.to_string(),
+            addr: controller.addr.clone(),
             source,
         })?;
     runtime.block_on(async {
         let deadline = tokio::time::Instant::now() + LEADER_WAIT;
-        let mut addr = controller.to_string();
+        let mut addr = controller.addr.clone();
         loop {
-            let mut client = rpc::Client::new(addr.clone());
+            let mut client = rpc::Client::new(addr.clone(), controller.tls.clone());
             let response =
                 client
                     .call(request, Duration::from_secs(5))
@@ -151,7 +163,7 @@ fn ask_leader<T>(
                 Some(leader) => addr = leader,
                 None => {
                     tokio::time::sleep(Duration::from_millis(250)).await;
-                    addr = controller.to_string();
+                    addr = controller.addr.clone();
                 }
             }
         }

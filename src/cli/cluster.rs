@@ -1,9 +1,14 @@
 //! `weir cluster`: the controller quorum and the hosts, leadership rebalancing and
 //! draining a host before maintenance.
 
+use std::path::PathBuf;
+
 use anyhow::Context;
 use clap::Subcommand;
-use weir::admin::cluster_status;
+use weir::{
+    admin::cluster_status::{self, ControllerAddr},
+    cluster::peer_tls::PeerTlsFiles,
+};
 
 /// `weir cluster`.
 #[derive(clap::Args)]
@@ -17,9 +22,8 @@ enum ClusterCommand {
     /// The voters, the Raft leader and term, and every host with its shards, state,
     /// last heartbeat and partition count.
     Status {
-        /// Any voter's controller address.
-        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9091")]
-        controller: String,
+        #[command(flatten)]
+        controller: Controller,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -28,9 +32,8 @@ enum ClusterCommand {
     /// that one is live and in sync (the controller also does so by itself after 10s
     /// without hosts coming or going).
     RebalanceLeaders {
-        /// Any voter's controller address.
-        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9091")]
-        controller: String,
+        #[command(flatten)]
+        controller: Controller,
     },
     /// Move leadership off a host before maintenance: its partitions are led by in-sync
     /// replicas elsewhere and it gets no new replicas until `--undo`.
@@ -45,10 +48,53 @@ enum ClusterCommand {
         /// End the drain (leadership returns with the next rebalance).
         #[arg(long)]
         undo: bool,
-        /// Any voter's controller address.
-        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9091")]
-        controller: String,
+        #[command(flatten)]
+        controller: Controller,
     },
+}
+
+/// Which controller to ask, and how.
+#[derive(clap::Args)]
+struct Controller {
+    /// Any voter's controller address.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9091")]
+    controller: String,
+    /// A certificate (PEM) the hosts' controller CA signed, when the hosts run the
+    /// controller channel in mutual TLS (their --controller-tls-*).
+    #[arg(long, value_name = "FILE", requires_all = ["controller_tls_key", "controller_tls_ca"])]
+    controller_tls_cert: Option<PathBuf>,
+    /// Its private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "controller_tls_cert")]
+    controller_tls_key: Option<PathBuf>,
+    /// The hosts' controller CA (PEM).
+    #[arg(long, value_name = "FILE", requires = "controller_tls_cert")]
+    controller_tls_ca: Option<PathBuf>,
+}
+
+impl Controller {
+    /// The address, with the TLS configuration loaded from the files.
+    fn addr(&self) -> anyhow::Result<ControllerAddr> {
+        let tls = match (
+            &self.controller_tls_cert,
+            &self.controller_tls_key,
+            &self.controller_tls_ca,
+        ) {
+            (Some(cert), Some(key), Some(ca)) => Some(
+                PeerTlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    ca: ca.clone(),
+                }
+                .load()
+                .context("loading the controller TLS files")?,
+            ),
+            _ => None,
+        };
+        Ok(ControllerAddr {
+            addr: self.controller.clone(),
+            tls,
+        })
+    }
 }
 
 impl Cluster {
@@ -56,8 +102,9 @@ impl Cluster {
     pub fn run(self) -> anyhow::Result<()> {
         match self.command {
             ClusterCommand::Status { controller, json } => {
+                let controller = controller.addr()?;
                 let status = cluster_status::fetch(&controller)
-                    .with_context(|| format!("asking controller {controller}"))?;
+                    .with_context(|| format!("asking controller {}", controller.addr))?;
                 if json {
                     println!("{}", serde_json::to_string_pretty(&status)?);
                 } else {
@@ -65,8 +112,9 @@ impl Cluster {
                 }
             }
             ClusterCommand::RebalanceLeaders { controller } => {
+                let controller = controller.addr()?;
                 let version = cluster_status::rebalance_leaders(&controller)
-                    .with_context(|| format!("asking controller {controller}"))?;
+                    .with_context(|| format!("asking controller {}", controller.addr))?;
                 println!(
                     "leadership handed back to preferred replicas (metadata version {version})"
                 );
@@ -77,8 +125,9 @@ impl Cluster {
                 undo,
                 controller,
             } => {
+                let controller = controller.addr()?;
                 let version = cluster_status::drain(&controller, node, !undo, reassign)
-                    .with_context(|| format!("asking controller {controller}"))?;
+                    .with_context(|| format!("asking controller {}", controller.addr))?;
                 let what = if undo {
                     "no longer drained"
                 } else {
@@ -87,7 +136,7 @@ impl Cluster {
                 println!("host {node} {what} (metadata version {version})");
                 if reassign {
                     let status = cluster_status::fetch(&controller)
-                        .with_context(|| format!("asking controller {controller}"))?;
+                        .with_context(|| format!("asking controller {}", controller.addr))?;
                     println!("{}", cluster_status::moves_off(&status, node));
                 }
             }

@@ -16,6 +16,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::{
     config::{voters_text, ClusterConfig},
     controller::POLL_INTERVAL,
+    peer_tls::PeerTls,
     rpc::{self, Heartbeat, Registration, Request, Response},
 };
 use crate::{
@@ -87,6 +88,8 @@ pub struct Agent {
     pub shutdown: ShutdownHandle,
     /// What the host's leaders report of their followers' lag.
     pub lags: Arc<ReplicaLags>,
+    /// The controller channel's TLS, if the hosts have certificates.
+    pub tls: Option<PeerTls>,
 }
 
 /// The two sides of a controlled shutdown: asked by the host's main thread, done by its
@@ -128,15 +131,17 @@ impl ShutdownHandle {
 /// connection kept between calls.
 struct Voters {
     addrs: Vec<String>,
+    tls: Option<PeerTls>,
     next: usize,
     hint: Option<String>,
     clients: HashMap<String, rpc::Client>,
 }
 
 impl Voters {
-    fn new(config: &ClusterConfig) -> Voters {
+    fn new(config: &ClusterConfig, tls: Option<PeerTls>) -> Voters {
         Voters {
             addrs: config.voters.iter().map(|v| v.addr.to_string()).collect(),
+            tls,
             next: 0,
             hint: None,
             clients: HashMap::new(),
@@ -146,7 +151,7 @@ impl Voters {
     fn client(&mut self, addr: &str) -> &mut rpc::Client {
         self.clients
             .entry(addr.to_string())
-            .or_insert_with(|| rpc::Client::new(addr))
+            .or_insert_with(|| rpc::Client::new(addr, self.tls.clone()))
     }
 
     fn pick(&mut self) -> String {
@@ -274,7 +279,7 @@ impl Agent {
             voters: voters_text(&self.config.voters),
             legacy_topics,
         });
-        let mut voters = Voters::new(&self.config);
+        let mut voters = Voters::new(&self.config, self.tls.clone());
         loop {
             let far = Instant::now() + Duration::from_secs(3600);
             let cluster_id = match call_leader(&mut voters, &request, far).await {
@@ -303,7 +308,7 @@ impl Agent {
         self: Arc<Self>,
         ready: std::sync::mpsc::Sender<Result<(), AgentError>>,
     ) {
-        let mut voters = Voters::new(&self.config);
+        let mut voters = Voters::new(&self.config, self.tls.clone());
         let mut ready = Some(ready);
         loop {
             let shutting_down = self.shutdown.asked();
@@ -369,7 +374,7 @@ impl Agent {
         while let Some(call) = calls.recv().await {
             let me = Arc::clone(&self);
             tokio::spawn(async move {
-                let mut voters = Voters::new(&me.config);
+                let mut voters = Voters::new(&me.config, me.tls.clone());
                 voters.hint = me.leader.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 let request = Request::Change(call.change);
                 let deadline = Instant::now() + CHANGE_DEADLINE;

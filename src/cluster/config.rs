@@ -3,6 +3,8 @@
 
 use std::{net::SocketAddr, time::Duration};
 
+use super::peer_tls::PeerTlsFiles;
+
 /// The controller's default port (KRaft's usual controller listener).
 pub const CONTROLLER_PORT: u16 = 9091;
 
@@ -112,6 +114,9 @@ pub struct ClusterConfig {
     /// A follower that has not caught up with its leader for this long leaves the ISR
     /// (Kafka's `replica.lag.time.max.ms`).
     pub replica_lag_time_max: Duration,
+    /// The controller channel's mutual TLS: every host's certificate, key and CA
+    /// (`None`: plain TCP, for a private network only).
+    pub tls: Option<PeerTlsFiles>,
 }
 
 impl ClusterConfig {
@@ -190,6 +195,7 @@ mod tests {
             session_timeout: SESSION_TIMEOUT,
             default_replication_factor: 1,
             replica_lag_time_max: REPLICA_LAG_TIME_MAX,
+            tls: None,
         };
         assert_eq!(
             c.validate(3),

@@ -6,6 +6,7 @@
 //! - [`config`]: the host's cluster settings (node id, voters, roles).
 //! - [`store`]: the Raft log and the state machine, in LMDB.
 //! - [`rpc`]: the controller's wire protocol (Raft's messages and the hosts' requests).
+//! - [`peer_tls`]: that protocol's mutual TLS between hosts.
 //! - [`network`]: openraft's network over [`rpc`].
 //! - [`controller`]: a voter: the Raft node, its listener, fencing.
 //! - [`agent`]: a host's side: registration, heartbeats, forwarded changes.
@@ -17,6 +18,7 @@ pub mod config;
 pub mod controller;
 
 pub mod network;
+pub mod peer_tls;
 pub mod rpc;
 pub mod runtime;
 

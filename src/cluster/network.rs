@@ -1,5 +1,6 @@
 //! openraft's network: a voter reaches another voter through an [`rpc::Client`] of
-//! its controller address. Any transport failure is reported as unreachable, so
+//! its controller address (in mutual TLS when the hosts have controller certificates).
+//! Any transport failure is reported as unreachable, so
 //! openraft backs off and retries.
 
 use openraft::{
@@ -13,6 +14,7 @@ use openraft::{
 };
 
 use super::{
+    peer_tls::PeerTls,
     rpc::{self, Request, Response},
     TypeConfig,
 };
@@ -20,7 +22,10 @@ use super::{
 type NodeId = u64;
 
 /// Makes a [`Peer`] per target voter.
-pub struct Network;
+pub struct Network {
+    /// The controller channel's TLS, if the hosts have certificates.
+    pub tls: Option<PeerTls>,
+}
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Peer;
@@ -28,7 +33,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Peer {
         Peer {
             target,
-            client: rpc::Client::new(node.addr.clone()),
+            client: rpc::Client::new(node.addr.clone(), self.tls.clone()),
         }
     }
 }

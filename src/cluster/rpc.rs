@@ -1,7 +1,8 @@
 //! The controller's wire protocol: a request and its response as JSON, each framed by
-//! a 4-byte big-endian length, over one TCP connection per caller; requests on a
-//! connection are answered in order. It carries Raft's own messages between voters
-//! and the hosts' registrations, heartbeats, metadata changes and status queries.
+//! a 4-byte big-endian length, over one TCP connection per caller (in mutual TLS when
+//! the hosts have controller certificates, see `peer_tls`); requests on a connection
+//! are answered in order. It carries Raft's own messages between voters and the hosts'
+//! registrations, heartbeats, metadata changes and status queries.
 
 use std::time::Duration;
 
@@ -14,11 +15,11 @@ use openraft::{
 };
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
+    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
     net::TcpStream,
 };
 
-use super::TypeConfig;
+use super::{peer_tls::PeerTls, TypeConfig};
 use crate::{
     metadata::{
         cluster_state::{ClusterState, HostRecord, MetadataChange, MetadataError},
@@ -169,7 +170,10 @@ pub enum Response {
 }
 
 /// Writes one frame.
-pub async fn write_frame<T: Serialize>(stream: &mut TcpStream, value: &T) -> std::io::Result<()> {
+pub async fn write_frame<T: Serialize>(
+    stream: &mut (impl AsyncWrite + Unpin),
+    value: &T,
+) -> std::io::Result<()> {
     let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
@@ -178,7 +182,9 @@ pub async fn write_frame<T: Serialize>(stream: &mut TcpStream, value: &T) -> std
 }
 
 /// Reads one frame; `Ok(None)` at a clean end of stream.
-pub async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Result<Option<T>> {
+pub async fn read_frame<T: DeserializeOwned>(
+    stream: &mut (impl AsyncRead + Unpin),
+) -> std::io::Result<Option<T>> {
     let mut len = [0u8; 4];
     match stream.read_exact(&mut len).await {
         Ok(_) => {}
@@ -209,17 +215,25 @@ pub async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io:
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
+/// A byte stream to or from a controller: TCP, or TLS over it.
+pub trait Channel: AsyncRead + AsyncWrite + Unpin + Send + Sync {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync> Channel for T {}
+
 /// A connection to one controller, opened on first use and again after any failure.
 pub struct Client {
     addr: String,
-    stream: Option<TcpStream>,
+    tls: Option<PeerTls>,
+    stream: Option<Box<dyn Channel>>,
 }
 
 impl Client {
-    /// A client of the controller at `addr` (not yet connected).
-    pub fn new(addr: impl Into<String>) -> Client {
+    /// A client of the controller at `addr` (not yet connected), over mutual TLS when
+    /// `tls` is given.
+    pub fn new(addr: impl Into<String>, tls: Option<PeerTls>) -> Client {
         Client {
             addr: addr.into(),
+            tls,
             stream: None,
         }
     }
@@ -257,16 +271,25 @@ impl Client {
         if self.stream.is_none() {
             let stream = TcpStream::connect(&self.addr).await?;
             stream.set_nodelay(true)?;
-            self.stream = Some(stream);
+            self.stream = Some(match &self.tls {
+                None => Box::new(stream),
+                Some(tls) => Box::new(tls.connect(&self.addr, stream).await?),
+            });
         }
         let Some(stream) = self.stream.as_mut() else {
             return Err(std::io::Error::other("not connected"));
         };
         write_frame(stream, request).await?;
+        let plain = self.tls.is_none();
         read_frame(stream).await?.ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
-                "the controller closed the connection",
+                if plain {
+                    "the controller closed the connection (one whose channel is in mutual \
+                     TLS closes plain ones: give the hosts' --controller-tls-* files)"
+                } else {
+                    "the controller closed the connection"
+                },
             )
         })
     }

@@ -12,6 +12,7 @@ use super::{
     agent::{Agent, AgentError, ShutdownHandle},
     config::ClusterConfig,
     controller::{Controller, ControllerError},
+    peer_tls::{PeerTls, PeerTlsFiles},
 };
 use crate::{
     metadata::{
@@ -34,6 +35,9 @@ pub enum ClusterError {
     /// The thread or its runtime could not start.
     #[error("controller thread: {0}")]
     Thread(std::io::Error),
+    /// The controller channel's certificates could not be loaded.
+    #[error("controller TLS: {0}")]
+    Tls(#[from] crate::net::tls::TlsError),
     /// The thread ended before the host was registered.
     #[error("the controller thread stopped before this host registered")]
     Stopped,
@@ -72,6 +76,7 @@ impl ControllerThread {
         broker: Option<BrokerSide>,
         quorum: ControllerMetrics,
     ) -> Result<ControllerThread, ClusterError> {
+        let tls = config.tls.as_ref().map(PeerTlsFiles::load).transpose()?;
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let (ready_tx, ready) = std::sync::mpsc::channel();
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -83,7 +88,7 @@ impl ControllerThread {
             .spawn(move || {
                 runtime.block_on(async move {
                     let controller = if config.roles.controller {
-                        match start_voter(host, &config, &data_dir).await {
+                        match start_voter(host, &config, &data_dir, tls.clone()).await {
                             Ok(c) => {
                                 tokio::spawn(watch_quorum(Arc::clone(&c), u64::from(host), quorum));
                                 Some(c)
@@ -107,6 +112,7 @@ impl ControllerThread {
                                 leader: std::sync::Mutex::new(None),
                                 shutdown: b.shutdown,
                                 lags: b.lags,
+                                tls,
                             };
                             let (tx, rx) = std::sync::mpsc::channel::<Result<(), AgentError>>();
                             let relay = ready_tx.clone();
@@ -153,14 +159,15 @@ async fn start_voter(
     host: u32,
     config: &ClusterConfig,
     data_dir: &std::path::Path,
+    tls: Option<PeerTls>,
 ) -> Result<Arc<Controller>, ClusterError> {
-    let controller = Controller::start(host, config, data_dir).await?;
+    let controller = Controller::start(host, config, data_dir, tls.clone()).await?;
     let addr = config.controller_listen;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ControllerError::Listen { addr, source })?;
     tracing::info!(host, %addr, "controller listening");
-    tokio::spawn(Arc::clone(&controller).serve(listener));
+    tokio::spawn(Arc::clone(&controller).serve(listener, tls));
     tokio::spawn(Arc::clone(&controller).fence_silent_hosts());
     Ok(controller)
 }

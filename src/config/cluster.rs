@@ -5,9 +5,12 @@
 use std::{net::SocketAddr, time::Duration};
 
 use super::{invalid, options::ServeOptions, BrokerConfig, ConfigError};
-use crate::cluster::config::{
-    parse_roles, parse_voters, ClusterConfig, Roles, CONTROLLER_PORT, REPLICA_LAG_TIME_MAX,
-    SESSION_TIMEOUT,
+use crate::cluster::{
+    config::{
+        parse_roles, parse_voters, ClusterConfig, Roles, CONTROLLER_PORT, REPLICA_LAG_TIME_MAX,
+        SESSION_TIMEOUT,
+    },
+    peer_tls::PeerTlsFiles,
 };
 
 /// Sets the node id and the cluster settings.
@@ -31,10 +34,11 @@ fn cluster_of(
             || o.process_roles.is_some()
             || o.session_timeout.is_some()
             || o.replica_lag_time_max.is_some()
+            || controller_tls(o)?.is_some()
         {
             return Err(invalid(
                 "--controller-quorum-voters",
-                "required with --controller-listen, --process-roles, --session-timeout or --replica-lag-time-max",
+                "required with --controller-listen, --process-roles, --session-timeout, --replica-lag-time-max or --controller-tls-*",
             ));
         }
         if o.default_replication_factor.is_some_and(|f| f != 1) {
@@ -84,11 +88,32 @@ fn cluster_of(
         session_timeout,
         default_replication_factor: default_replication_factor as usize,
         replica_lag_time_max,
+        tls: controller_tls(o)?,
     };
     cluster
         .validate(node_id)
         .map_err(|e| invalid("--process-roles", e.to_string()))?;
     Ok(Some(cluster))
+}
+
+/// The controller channel's certificate, key and CA: all three or none.
+fn controller_tls(o: &ServeOptions) -> Result<Option<PeerTlsFiles>, ConfigError> {
+    match (
+        &o.controller_tls_cert,
+        &o.controller_tls_key,
+        &o.controller_tls_ca,
+    ) {
+        (None, None, None) => Ok(None),
+        (Some(cert), Some(key), Some(ca)) => Ok(Some(PeerTlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            ca: ca.clone(),
+        })),
+        _ => Err(invalid(
+            "--controller-tls-cert",
+            "the controller channel's TLS needs --controller-tls-cert, --controller-tls-key and --controller-tls-ca together",
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -138,5 +163,40 @@ mod tests {
             ..voters()
         };
         assert!(cluster_of(7, listen, &short).is_err());
+    }
+
+    #[test]
+    fn the_controller_channel_takes_a_certificate_key_and_ca_together() {
+        let listen: SocketAddr = "10.0.0.9:9092".parse().expect("addr");
+        let with = |cert: Option<&str>, key: Option<&str>, ca: Option<&str>| ServeOptions {
+            controller_quorum_voters: Some("1@10.0.0.1:9091".into()),
+            controller_tls_cert: cert.map(Into::into),
+            controller_tls_key: key.map(Into::into),
+            controller_tls_ca: ca.map(Into::into),
+            ..ServeOptions::default()
+        };
+        let all = cluster_of(
+            7,
+            listen,
+            &with(Some("c.pem"), Some("k.pem"), Some("ca.pem")),
+        )
+        .expect("valid")
+        .expect("cluster");
+        assert_eq!(
+            all.tls,
+            Some(PeerTlsFiles {
+                cert: "c.pem".into(),
+                key: "k.pem".into(),
+                ca: "ca.pem".into()
+            })
+        );
+        let half =
+            cluster_of(7, listen, &with(Some("c.pem"), Some("k.pem"), None)).expect_err("no CA");
+        assert!(half.to_string().contains("--controller-tls-ca"), "{half}");
+        let alone = ServeOptions {
+            controller_quorum_voters: None,
+            ..with(Some("c.pem"), Some("k.pem"), Some("ca.pem"))
+        };
+        assert!(cluster_of(7, listen, &alone).is_err(), "TLS for no cluster");
     }
 }

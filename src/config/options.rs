@@ -158,6 +158,19 @@ pub struct ServeOptions {
     #[serde(default, deserialize_with = "parsed")]
     pub transaction_max_timeout: Option<Span>,
 
+    /// This host's certificate (PEM chain) on the controller channel: with
+    /// --controller-tls-key and --controller-tls-ca, every connection between hosts'
+    /// controllers and agents is mutual TLS. A voter's must name its controller address.
+    #[arg(long, value_name = "FILE", help_heading = "Cluster")]
+    pub controller_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --controller-tls-cert.
+    #[arg(long, value_name = "FILE", help_heading = "Cluster")]
+    pub controller_tls_key: Option<PathBuf>,
+    /// The CA (PEM) that signs every host's controller certificate; a peer without one
+    /// it signed is refused.
+    #[arg(long, value_name = "FILE", help_heading = "Cluster")]
+    pub controller_tls_ca: Option<PathBuf>,
+
     /// Also serve TLS (Kafka's SSL protocol): shard 0 here, shard n on port + n.
     /// Needs --tls-cert and --tls-key; the certificate must name the advertised host.
     #[arg(long, value_name = "HOST:PORT", help_heading = "Security")]

@@ -40,14 +40,18 @@ pub enum TlsError {
     Rustls(String),
 }
 
-fn pem_error(path: &std::path::Path, reason: impl ToString) -> TlsError {
+/// A PEM file's error, naming the file.
+pub(crate) fn pem_error(path: &std::path::Path, reason: impl ToString) -> TlsError {
     TlsError::Pem {
         path: path.to_path_buf(),
         reason: reason.to_string(),
     }
 }
 
-fn certificates(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+/// Every certificate in a PEM file; none is an error.
+pub(crate) fn certificates(
+    path: &std::path::Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| pem_error(path, e))?
         .collect::<Result<Vec<_>, _>>()

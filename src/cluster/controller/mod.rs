@@ -26,7 +26,11 @@ use tokio::net::{TcpListener, TcpStream};
 use super::{
     config::{voters_text, ClusterConfig},
     network::Network,
-    rpc::{read_frame, write_frame, Heartbeat, HeartbeatReply, Registration, Request, Response},
+    peer_tls::PeerTls,
+    rpc::{
+        read_frame, write_frame, Channel, Heartbeat, HeartbeatReply, Registration, Request,
+        Response,
+    },
     store::{Applied, LogStore, StateMachine, Store},
     Raft,
 };
@@ -109,6 +113,36 @@ pub struct Controller {
     membership_changed: Mutex<Instant>,
 }
 
+/// How long a peer has to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An accepted connection made ready for requests: TCP_NODELAY set and, with `tls`,
+/// the handshake done — `None` (and a line in the log) for a peer that presented no
+/// certificate the CA signed, or took too long.
+async fn open(
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    tls: Option<PeerTls>,
+) -> Option<Box<dyn Channel>> {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "controller connection: no TCP_NODELAY");
+    }
+    let Some(tls) = tls else {
+        return Some(Box::new(stream));
+    };
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+        Ok(Ok(stream)) => Some(Box::new(stream)),
+        Ok(Err(e)) => {
+            tracing::warn!(%peer, error = %e, "controller connection refused: its TLS handshake failed (a peer needs a certificate the controller CA signed)");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(%peer, "controller connection refused: no TLS handshake within {HANDSHAKE_TIMEOUT:?}");
+            None
+        }
+    }
+}
+
 impl Controller {
     /// Opens the store under `data_dir/controller`, starts the Raft node and, on a store
     /// that never was, proposes the voter list as the first membership (every voter does
@@ -117,6 +151,7 @@ impl Controller {
         host: u32,
         config: &ClusterConfig,
         data_dir: &Path,
+        tls: Option<PeerTls>,
     ) -> Result<Arc<Controller>, ControllerError> {
         let dir = data_dir.join("controller");
         let store = Store::open(&dir).map_err(|source| ControllerError::Store {
@@ -138,9 +173,15 @@ impl Controller {
         .validate()
         .map_err(|e| ControllerError::Raft(e.to_string()))?;
         let id = u64::from(host);
-        let raft = Raft::new(id, Arc::new(raft_config), Network, LogStore(store), machine)
-            .await
-            .map_err(|e| ControllerError::Raft(e.to_string()))?;
+        let raft = Raft::new(
+            id,
+            Arc::new(raft_config),
+            Network { tls },
+            LogStore(store),
+            machine,
+        )
+        .await
+        .map_err(|e| ControllerError::Raft(e.to_string()))?;
         let initialized = raft
             .is_initialized()
             .await
@@ -166,13 +207,19 @@ impl Controller {
         }))
     }
 
-    /// Serves the controller listener until the runtime stops.
-    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+    /// Serves the controller listener until the runtime stops; with `tls`, only to
+    /// peers whose certificate the CA signed.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, tls: Option<PeerTls>) {
         loop {
             match listener.accept().await {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     let me = Arc::clone(&self);
-                    tokio::spawn(async move { me.connection(stream).await });
+                    let tls = tls.clone();
+                    tokio::spawn(async move {
+                        if let Some(stream) = open(stream, peer, tls).await {
+                            me.connection(stream).await;
+                        }
+                    });
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "controller accept failed");
@@ -189,10 +236,7 @@ impl Controller {
         }
     }
 
-    async fn connection(self: Arc<Self>, mut stream: TcpStream) {
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "controller connection: no TCP_NODELAY");
-        }
+    async fn connection(self: Arc<Self>, mut stream: Box<dyn Channel>) {
         loop {
             // Voters talk every heartbeat interval and hosts every poll interval: a
             // connection silent for a minute is gone (or never was a peer).
