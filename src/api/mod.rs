@@ -30,6 +30,7 @@ pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
+pub mod elect_leaders;
 pub mod end_txn;
 pub mod error_code;
 pub mod fetch;
@@ -89,6 +90,7 @@ pub const ROUTES: &[Route] = &[
     ),
     Route::to::<describe_cluster::DescribeCluster>(ApiKey::DescribeCluster, 0, 1),
     Route::to::<describe_log_dirs::DescribeLogDirs>(ApiKey::DescribeLogDirs, 1, 4),
+    Route::to::<elect_leaders::ElectLeaders>(ApiKey::ElectLeaders, 0, 2),
     Route::to::<find_coordinator::FindCoordinator>(ApiKey::FindCoordinator, 0, 4),
     Route::to::<join_group::JoinGroup>(ApiKey::JoinGroup, 0, 7),
     Route::to::<sync_group::SyncGroup>(ApiKey::SyncGroup, 0, 5),

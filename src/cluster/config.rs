@@ -114,6 +114,9 @@ pub struct ClusterConfig {
     /// A follower that has not caught up with its leader for this long leaves the ISR
     /// (Kafka's `replica.lag.time.max.ms`).
     pub replica_lag_time_max: Duration,
+    /// The controller hands leadership back to preferred replicas by itself, after 10 s
+    /// without hosts coming or going (Kafka's `auto.leader.rebalance.enable`).
+    pub auto_leader_rebalance: bool,
     /// The controller channel's mutual TLS: every host's certificate, key and CA
     /// (`None`: plain TCP, for a private network only).
     pub tls: Option<PeerTlsFiles>,
@@ -196,6 +199,7 @@ mod tests {
             default_replication_factor: 1,
             replica_lag_time_max: REPLICA_LAG_TIME_MAX,
             tls: None,
+            auto_leader_rebalance: true,
         };
         assert_eq!(
             c.validate(3),

@@ -34,11 +34,12 @@ fn cluster_of(
             || o.process_roles.is_some()
             || o.session_timeout.is_some()
             || o.replica_lag_time_max.is_some()
+            || o.auto_leader_rebalance.is_some()
             || controller_tls(o)?.is_some()
         {
             return Err(invalid(
                 "--controller-quorum-voters",
-                "required with --controller-listen, --process-roles, --session-timeout, --replica-lag-time-max or --controller-tls-*",
+                "required with --controller-listen, --process-roles, --session-timeout, --replica-lag-time-max, --auto-leader-rebalance or --controller-tls-*",
             ));
         }
         if o.default_replication_factor.is_some_and(|f| f != 1) {
@@ -89,6 +90,7 @@ fn cluster_of(
         default_replication_factor: default_replication_factor as usize,
         replica_lag_time_max,
         tls: controller_tls(o)?,
+        auto_leader_rebalance: o.auto_leader_rebalance.unwrap_or(true),
     };
     cluster
         .validate(node_id)

@@ -158,6 +158,12 @@ pub struct ServeOptions {
     #[serde(default, deserialize_with = "parsed")]
     pub transaction_max_timeout: Option<Span>,
 
+    /// Whether the active controller hands leadership back to preferred replicas by
+    /// itself once hosts have stopped coming and going for 10s (Kafka's
+    /// auto.leader.rebalance.enable); with false, only `weir cluster rebalance-leaders`
+    /// or kafka-leader-election.sh does. [default: true]
+    #[arg(long, value_name = "BOOL", help_heading = "Cluster")]
+    pub auto_leader_rebalance: Option<bool>,
     /// This host's certificate (PEM chain) on the controller channel: with
     /// --controller-tls-key and --controller-tls-ca, every connection between hosts'
     /// controllers and agents is mutual TLS. A voter's must name its controller address.

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::security::state::{SecurityChange, SecurityState};
 
+pub use super::metadata_change::MetadataChange;
 use super::{
     partition_state::{IsrRefusal, PartitionState},
     placement::{host_of, node_id, place, replicas, shard_of, NodeId, ShardId},
@@ -147,76 +148,6 @@ pub enum MetadataError {
     },
 }
 
-/// A change a host asks the controller for. The controller leader checks it against the
-/// metadata, places what it creates and commits it as a [`Command`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum MetadataChange {
-    /// CreateTopics.
-    CreateTopic {
-        /// The name.
-        name: String,
-        /// How many partitions.
-        partitions: u32,
-        /// Replicas per partition (absent from hosts that predate replication: 1).
-        #[serde(default = "one")]
-        replication_factor: usize,
-        /// Checked config overrides.
-        configs: TopicConfigs,
-    },
-    /// DeleteTopics.
-    DeleteTopic(String),
-    /// CreatePartitions.
-    AddPartitions {
-        /// The topic.
-        name: String,
-        /// Its partition count after.
-        partitions: u32,
-    },
-    /// AlterConfigs / IncrementalAlterConfigs, already merged and checked against
-    /// `expected`, the overrides the host merged into.
-    SetConfigs {
-        /// The topic.
-        name: String,
-        /// The overrides the change was computed from.
-        expected: TopicConfigs,
-        /// Its new overrides.
-        configs: TopicConfigs,
-    },
-    /// Fill the group coordinator table if it is empty.
-    EnsureCoordinators,
-    /// A partition leader's ISR change (Kafka's AlterPartition).
-    AlterIsr {
-        /// The topic.
-        topic: String,
-        /// The partition.
-        partition: u32,
-        /// The proposer's leader epoch.
-        leader_epoch: i32,
-        /// The new ISR.
-        isr: Vec<NodeId>,
-    },
-    /// Move every partition's leadership back to its preferred replica where that
-    /// replica is live and in sync.
-    PreferLeaders,
-    /// `weir cluster drain`: a host's leadership moves to in-sync replicas elsewhere
-    /// and stays away until the drain is undone.
-    Drain {
-        /// The host.
-        host: u32,
-        /// Start (`true`) or end the drain.
-        draining: bool,
-        /// Also move its replicas to other live hosts (`--reassign`).
-        #[serde(default)]
-        reassign: bool,
-    },
-    /// A change to the users' credentials.
-    Security(SecurityChange),
-}
-
-fn one() -> usize {
-    1
-}
-
 /// One change to the cluster metadata: an entry of the controller's log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Command {
@@ -276,6 +207,13 @@ pub enum Command {
     },
     /// Preferred replicas that are live and in sync take their leadership back.
     PreferLeaders,
+    /// Kafka's ElectLeaders for these partitions (see [`MetadataChange::ElectLeaders`]).
+    ElectLeaders {
+        /// Topic and partition of each.
+        partitions: Vec<(String, u32)>,
+        /// An unclean election rather than the preferred replica's.
+        unclean: bool,
+    },
     /// A host starts (`true`) or ends a drain: while draining, its partitions are led
     /// by in-sync replicas elsewhere.
     SetDraining {
@@ -456,6 +394,12 @@ impl ClusterState {
                     }
                 }
             }
+            Command::ElectLeaders {
+                partitions,
+                unclean,
+            } => {
+                self.elect_requested(&partitions, unclean);
+            }
             Command::Security(change) => self.security.apply(&change),
         }
         Ok(())
@@ -553,17 +497,14 @@ impl ClusterState {
 }
 
 /// The record of `node`'s host when it is registered, not fenced and has that shard.
-pub(super) fn unfenced_host(
-    hosts: &BTreeMap<u32, HostRecord>,
-    node: NodeId,
-) -> Option<&HostRecord> {
+pub fn unfenced_host(hosts: &BTreeMap<u32, HostRecord>, node: NodeId) -> Option<&HostRecord> {
     hosts
         .get(&host_of(node))
         .filter(|h| !h.fenced && (shard_of(node).0 as u32) < h.shards)
 }
 
 /// True when `node` may lead: its host is unfenced and not draining.
-pub(super) fn live_node(hosts: &BTreeMap<u32, HostRecord>, node: NodeId) -> bool {
+pub fn live_node(hosts: &BTreeMap<u32, HostRecord>, node: NodeId) -> bool {
     unfenced_host(hosts, node).is_some_and(|h| !h.draining)
 }
 

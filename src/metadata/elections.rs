@@ -5,7 +5,7 @@
 //! [`PartitionState`]: super::partition_state::PartitionState
 
 use super::{
-    cluster_state::{unfenced_host, ClusterState},
+    cluster_state::{live_node, unfenced_host, ClusterState},
     placement::{host_of, NodeId},
     topic_config,
 };
@@ -40,6 +40,34 @@ impl ClusterState {
                 for state in &mut t.states {
                     state.elect_unclean(live);
                 }
+            }
+        }
+    }
+
+    /// Kafka's ElectLeaders for `partitions` (unknown ones skipped): each led by its
+    /// preferred replica where that one is live, not draining and in sync, or, when
+    /// `unclean`, each without a leader led by a live replica even out of sync (clean
+    /// first: an in-sync replica that is live is taken before one out of sync).
+    pub(super) fn elect_requested(&mut self, partitions: &[(String, u32)], unclean: bool) {
+        let hosts = &self.hosts;
+        for (topic, partition) in partitions {
+            let Some(t) = self.topics.get_mut(topic) else {
+                continue;
+            };
+            t.fill_states();
+            let Some(state) = t.states.get_mut(*partition as usize) else {
+                continue;
+            };
+            if unclean {
+                let unfenced = |n: NodeId| unfenced_host(hosts, n).is_some();
+                if state.leader.is_none() {
+                    let isr = state.isr.clone();
+                    if !state.elect_unclean(|n| isr.contains(&n) && unfenced(n)) {
+                        state.elect_unclean(unfenced);
+                    }
+                }
+            } else {
+                state.prefer(|n| live_node(hosts, n));
             }
         }
     }

@@ -5,6 +5,7 @@
 
 pub mod cluster_state;
 mod elections;
+pub mod metadata_change;
 pub mod partition_state;
 pub mod placement;
 pub mod producer_ids;

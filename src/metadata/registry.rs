@@ -310,10 +310,18 @@ impl TopicRegistry {
         .await
     }
 
-    /// Asks the controller to hand every partition's leadership back to its preferred
-    /// replica where that one is live and in sync.
-    pub async fn prefer_leaders(&self) -> Result<(), RegistryError> {
-        self.ask_controller(MetadataChange::PreferLeaders).await
+    /// Asks the controller for Kafka's ElectLeaders on `partitions` (preferred, or
+    /// `unclean`) and waits until this host has the metadata holding the outcome.
+    pub async fn elect_leaders(
+        &self,
+        partitions: Vec<(String, u32)>,
+        unclean: bool,
+    ) -> Result<(), RegistryError> {
+        self.ask_controller(MetadataChange::ElectLeaders {
+            partitions,
+            unclean,
+        })
+        .await
     }
 
     /// Sends `change` to the controller and waits until this host has installed the

@@ -571,6 +571,13 @@ impl Controller {
                     reassign,
                 }
             }
+            MetadataChange::ElectLeaders {
+                partitions,
+                unclean,
+            } => Command::ElectLeaders {
+                partitions,
+                unclean,
+            },
         };
         self.propose(cmd).await
     }

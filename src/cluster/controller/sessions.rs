@@ -96,7 +96,7 @@ impl Controller {
                 .unwrap_or_else(|p| p.into_inner())
                 .elapsed()
                 >= PREFERRED_LEADER_QUIET;
-            if quiet && applied.state.preferred_leaders_due() {
+            if quiet && self.config.auto_leader_rebalance && applied.state.preferred_leaders_due() {
                 tracing::info!("moving leadership back to preferred replicas");
                 if let Err(e) = self.propose(Command::PreferLeaders).await {
                     tracing::warn!(error = %e, "could not move leadership back");

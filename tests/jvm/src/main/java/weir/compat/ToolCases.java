@@ -257,6 +257,19 @@ class ToolCases {
         assertTrue(bytes >= 100L * Weir.rf() * 4, "the replicas hold the records: " + bytes + " bytes");
     }
 
+    @Test
+    void leaderElectionCommandFindsThePreferredReplicaLeadingAlready() throws Exception {
+        String topic = Weir.topic("tool-election", 2);
+        Tool.Run run = tool("org.apache.kafka.tools.LeaderElectionCommand", "--election-type", "preferred",
+                "--topic", topic, "--partition", "1").ok();
+        assertTrue(run.out().contains("Valid replica already elected for partitions " + topic + "-1"), run.out());
+        Tool.Run unknown = tool("org.apache.kafka.tools.LeaderElectionCommand", "--election-type", "unclean",
+                "--topic", topic, "--partition", "7");
+        assertNotEquals(0, unknown.status(), unknown.out());
+        assertTrue((unknown.out() + unknown.err()).contains("UnknownTopicOrPartitionException"),
+                unknown.out() + unknown.err());
+    }
+
     private static String[] quorumArgs() {
         List<String> args = new ArrayList<>(List.of(
                 Tool.withConfig("--command-config", "--bootstrap-server", Weir.bootstrap())));
@@ -269,7 +282,6 @@ class ToolCases {
         List<Tool.Run> runs = List.of(
                 // Its options come before its subcommand.
                 Tool.run("org.apache.kafka.tools.MetadataQuorumCommand", quorumArgs()),
-                tool("org.apache.kafka.tools.LeaderElectionCommand", "--election-type", "preferred", "--all-topic-partitions"),
                 tool("org.apache.kafka.tools.reassign.ReassignPartitionsCommand", "--list"));
         for (Tool.Run r : runs) {
             assertNotEquals(0, r.status(), r.out() + r.err());
