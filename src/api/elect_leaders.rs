@@ -22,6 +22,7 @@ use kafka_protocol::{
 use crate::{
     metadata::{
         cluster_state::{live_node, unfenced_host, HostRecord},
+        metadata_change::MetadataChange,
         partition_state::PartitionState,
     },
     security::acl::Operation,
@@ -121,7 +122,10 @@ impl Handler for ElectLeaders {
         if !candidates.is_empty() {
             let elected = ctx
                 .registry
-                .elect_leaders(candidates.clone(), unclean)
+                .ask_controller(MetadataChange::ElectLeaders {
+                    partitions: candidates.clone(),
+                    unclean,
+                })
                 .await;
             let hosts = ctx.registry.cluster().hosts;
             for (topic, partition) in candidates {
@@ -152,7 +156,7 @@ impl Handler for ElectLeaders {
 }
 
 /// The partition's replication state, if it exists.
-fn state_of(ctx: &ShardContext, topic: &str, partition: i32) -> Option<PartitionState> {
+pub(super) fn state_of(ctx: &ShardContext, topic: &str, partition: i32) -> Option<PartitionState> {
     let mut info = ctx.registry.get(topic)?;
     info.fill_states();
     usize::try_from(partition)

@@ -1,5 +1,7 @@
 //! IncrementalAlterConfigs: sets, deletes, appends to or subtracts from single topic
 //! config overrides, leaving the others as they are (what Kafka's tools send today).
+//! A host's settings come from its command line: deleting a broker override is
+//! accepted and changes nothing, setting one is refused.
 
 use std::rc::Rc;
 
@@ -9,10 +11,12 @@ use kafka_protocol::{
         IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
     },
     protocol::StrBytes,
+    ResponseError,
 };
 
 use crate::{
     metadata::topic_config::{ConfigError, TopicConfigs},
+    security::acl::Operation,
     shard::context::ShardContext,
 };
 
@@ -22,6 +26,9 @@ const SET: i8 = 0;
 const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
+
+/// Kafka's resource type for a broker.
+const BROKER: i8 = 4;
 
 /// Applies one operation to `configs`. APPEND and SUBTRACT treat the value as a
 /// comma-separated list, as Kafka does for list-typed configs.
@@ -94,26 +101,44 @@ impl Handler for IncrementalAlterConfigs {
         let mut response = IncrementalAlterConfigsResponse::default();
         let access = Access::of(&ctx, &call).await;
         for resource in &req.resources {
-            let outcome = alter_topic(
-                &ctx,
-                &access,
-                resource.resource_type,
-                resource.resource_name.as_str(),
-                |current| {
-                    let mut configs = current.clone();
-                    for c in &resource.configs {
-                        apply(
-                            &mut configs,
-                            c.name.as_str(),
-                            c.config_operation,
-                            c.value.as_ref().map(|v| v.as_str()),
-                        )?;
-                    }
-                    Ok(configs)
-                },
-                req.validate_only,
-            )
-            .await;
+            let deletes_only = resource
+                .configs
+                .iter()
+                .all(|c| c.config_operation == DELETE);
+            let outcome = if resource.resource_type == BROKER && deletes_only {
+                // A host has no dynamic overrides to delete (its settings come from its
+                // command line), so deleting one changes nothing: what Kafka's
+                // reassignment tool does to clear throttles it never set here.
+                if access.cluster(Operation::AlterConfigs) {
+                    Ok(())
+                } else {
+                    Err((
+                        ResponseError::ClusterAuthorizationFailed,
+                        "ALTER_CONFIGS on the cluster is needed".into(),
+                    ))
+                }
+            } else {
+                alter_topic(
+                    &ctx,
+                    &access,
+                    resource.resource_type,
+                    resource.resource_name.as_str(),
+                    |current| {
+                        let mut configs = current.clone();
+                        for c in &resource.configs {
+                            apply(
+                                &mut configs,
+                                c.name.as_str(),
+                                c.config_operation,
+                                c.value.as_ref().map(|v| v.as_str()),
+                            )?;
+                        }
+                        Ok(configs)
+                    },
+                    req.validate_only,
+                )
+                .await
+            };
             let mut r = AlterConfigsResourceResponse::default();
             r.resource_type = resource.resource_type;
             r.resource_name = resource.resource_name.clone();

@@ -12,6 +12,7 @@ pub mod acl_wire;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod authorize;
@@ -42,6 +43,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
@@ -91,6 +93,16 @@ pub const ROUTES: &[Route] = &[
     Route::to::<describe_cluster::DescribeCluster>(ApiKey::DescribeCluster, 0, 1),
     Route::to::<describe_log_dirs::DescribeLogDirs>(ApiKey::DescribeLogDirs, 1, 4),
     Route::to::<elect_leaders::ElectLeaders>(ApiKey::ElectLeaders, 0, 2),
+    Route::to::<alter_partition_reassignments::AlterPartitionReassignments>(
+        ApiKey::AlterPartitionReassignments,
+        0,
+        1,
+    ),
+    Route::to::<list_partition_reassignments::ListPartitionReassignments>(
+        ApiKey::ListPartitionReassignments,
+        0,
+        0,
+    ),
     Route::to::<find_coordinator::FindCoordinator>(ApiKey::FindCoordinator, 0, 4),
     Route::to::<join_group::JoinGroup>(ApiKey::JoinGroup, 0, 7),
     Route::to::<sync_group::SyncGroup>(ApiKey::SyncGroup, 0, 5),

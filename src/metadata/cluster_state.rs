@@ -207,6 +207,11 @@ pub enum Command {
     },
     /// Preferred replicas that are live and in sync take their leadership back.
     PreferLeaders,
+    /// Kafka's AlterPartitionReassignments (see [`MetadataChange::Reassign`]).
+    Reassign {
+        /// Topic, partition and target replicas of each.
+        moves: Vec<super::metadata_change::ReplicaMove>,
+    },
     /// Kafka's ElectLeaders for these partitions (see [`MetadataChange::ElectLeaders`]).
     ElectLeaders {
         /// Topic and partition of each.
@@ -400,6 +405,7 @@ impl ClusterState {
             } => {
                 self.elect_requested(&partitions, unclean);
             }
+            Command::Reassign { moves } => self.reassign(&moves),
             Command::Security(change) => self.security.apply(&change),
         }
         Ok(())

@@ -71,6 +71,13 @@ pub enum MetadataChange {
     },
     /// A change to the users' credentials.
     Security(SecurityChange),
+    /// Kafka's AlterPartitionReassignments: each partition's replicas start moving to
+    /// the target given (replacing a move underway), or, with none, the move underway
+    /// is cancelled.
+    Reassign {
+        /// Topic, partition and target replicas of each.
+        moves: Vec<ReplicaMove>,
+    },
     /// Kafka's ElectLeaders: each partition led by its preferred replica where that
     /// one is live and in sync, or (`unclean`) a partition without a leader led by a
     /// live replica even out of sync.
@@ -84,4 +91,16 @@ pub enum MetadataChange {
 
 fn one() -> usize {
     1
+}
+
+/// One partition's reassignment as asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaMove {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: u32,
+    /// The replicas to end with, preferred leader first; `None` cancels the move
+    /// underway.
+    pub target: Option<Vec<NodeId>>,
 }

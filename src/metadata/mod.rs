@@ -11,7 +11,7 @@ pub mod placement;
 pub mod producer_ids;
 pub mod registry;
 pub mod registry_files;
-mod replica_moves;
+pub mod replica_moves;
 pub mod topic;
 pub mod topic_config;
 pub mod topic_name;

@@ -30,6 +30,10 @@ pub struct PartitionState {
     /// replicas still to leave).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<Vec<NodeId>>,
+    /// While replicas move: the ones the move added (Kafka's adding replicas), which a
+    /// cancelled move takes away again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding: Vec<NodeId>,
 }
 
 /// Why an ISR change was refused.
@@ -50,6 +54,7 @@ impl PartitionState {
             isr: replicas.clone(),
             replicas,
             target: None,
+            adding: Vec::new(),
         }
     }
 
@@ -179,9 +184,29 @@ impl PartitionState {
         for n in &target {
             if !self.replicas.contains(n) {
                 self.replicas.push(*n);
+                self.adding.push(*n);
             }
         }
         self.target = Some(target);
+        true
+    }
+
+    /// Cancels the move underway (Kafka's cancelled reassignment): the replicas it
+    /// added leave the replicas and the ISR, and if one of them led, the first in-sync
+    /// replica left that `live` allows leads, with a bumped epoch. Refused (false) with
+    /// no move underway, or when only added replicas are in sync.
+    pub fn cancel_move(&mut self, live: impl Fn(NodeId) -> bool) -> bool {
+        if self.target.is_none() || self.isr.iter().all(|n| self.adding.contains(n)) {
+            return false;
+        }
+        let adding = std::mem::take(&mut self.adding);
+        self.replicas.retain(|n| !adding.contains(n));
+        self.isr.retain(|n| !adding.contains(n));
+        self.target = None;
+        if self.leader.is_some_and(|l| adding.contains(&l)) {
+            self.leader = self.isr.iter().copied().find(|n| live(*n));
+            self.leader_epoch += 1;
+        }
         true
     }
 
@@ -214,6 +239,7 @@ impl PartitionState {
             self.leader_epoch += 1;
         }
         self.replicas = target;
+        self.adding.clear();
         true
     }
 
@@ -303,6 +329,32 @@ mod tests {
         assert!(p.finish_move(|_| true, |_| true));
         assert_eq!((p.leader, p.leader_epoch), (Some(D), 1));
         assert_eq!(p.isr, [D, B, A]);
+    }
+
+    #[test]
+    fn a_cancelled_move_takes_back_only_the_replicas_it_added() {
+        const D: NodeId = 4096;
+        let mut p = PartitionState::new(vec![A, B]);
+        assert!(!p.cancel_move(|_| true), "nothing moves");
+        assert!(p.start_move(vec![C, D]));
+        assert_eq!(
+            (p.replicas.clone(), p.adding.clone()),
+            (vec![A, B, C, D], vec![C, D])
+        );
+        p.alter_isr(0, vec![A, B, C]).expect("C caught up");
+        assert!(p.cancel_move(|_| true));
+        assert_eq!(p.replicas, [A, B]);
+        assert_eq!(p.isr, [A, B]);
+        assert_eq!(
+            (p.target.clone(), p.adding.len(), p.leader),
+            (None, 0, Some(A))
+        );
+        // A finished move forgets what it added.
+        assert!(p.start_move(vec![B, C]));
+        p.alter_isr(0, vec![A, B, C]).expect("C caught up");
+        assert!(p.finish_move(|_| true, |_| true));
+        assert_eq!((p.replicas.clone(), p.adding.len()), (vec![B, C], 0));
+        assert!(!p.cancel_move(|_| true));
     }
 
     #[test]

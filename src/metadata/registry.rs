@@ -310,23 +310,15 @@ impl TopicRegistry {
         .await
     }
 
-    /// Asks the controller for Kafka's ElectLeaders on `partitions` (preferred, or
-    /// `unclean`) and waits until this host has the metadata holding the outcome.
-    pub async fn elect_leaders(
-        &self,
-        partitions: Vec<(String, u32)>,
-        unclean: bool,
-    ) -> Result<(), RegistryError> {
-        self.ask_controller(MetadataChange::ElectLeaders {
-            partitions,
-            unclean,
-        })
-        .await
+    /// True when a controller quorum keeps the metadata (several hosts may hold
+    /// replicas), false for a single host.
+    pub fn is_clustered(&self) -> bool {
+        matches!(self.backend, Backend::Controller(_))
     }
 
     /// Sends `change` to the controller and waits until this host has installed the
-    /// metadata that includes it.
-    async fn ask_controller(&self, change: MetadataChange) -> Result<(), RegistryError> {
+    /// metadata that includes it. A single host has no controller: nothing is asked.
+    pub async fn ask_controller(&self, change: MetadataChange) -> Result<(), RegistryError> {
         let Backend::Controller(link) = &self.backend else {
             return Ok(());
         };

@@ -1,16 +1,42 @@
-//! Moving a host's replicas elsewhere (`weir cluster drain --reassign`): which host
-//! takes each replica. The moves themselves run in [`PartitionState`]'s
-//! `start_move`/`finish_move`; this picks their targets, deterministically, inside the
-//! controller's state machine.
+//! Moving replicas: a host's elsewhere (`weir cluster drain --reassign`, which picks
+//! the host that takes each replica) and the ones Kafka's AlterPartitionReassignments
+//! names (`kafka-reassign-partitions.sh`). The moves themselves run in
+//! [`PartitionState`]'s `start_move`/`finish_move`/`cancel_move`; this applies them,
+//! deterministically, inside the controller's state machine.
 //!
 //! [`PartitionState`]: super::partition_state::PartitionState
 
 use std::collections::BTreeMap;
 
 use super::{
-    cluster_state::ClusterState,
-    placement::{host_of, node_id, shard_of, ShardId},
+    cluster_state::{live_node, unfenced_host, ClusterState, HostRecord},
+    metadata_change::ReplicaMove,
+    placement::{host_of, node_id, shard_of, NodeId, ShardId},
 };
+
+/// Why a target replica set cannot be (Kafka's INVALID_REPLICA_ASSIGNMENT), or `Ok`:
+/// it names at least one replica, each a shard of a registered host, no two on one
+/// host.
+pub fn check_target(hosts: &BTreeMap<u32, HostRecord>, target: &[NodeId]) -> Result<(), String> {
+    if target.is_empty() {
+        return Err("no replica given".into());
+    }
+    for (i, n) in target.iter().enumerate() {
+        let known = hosts
+            .get(&host_of(*n))
+            .is_some_and(|h| (shard_of(*n).0 as u32) < h.shards);
+        if !known {
+            return Err(format!("node {n} is not a shard of a registered host"));
+        }
+        if target[..i].iter().any(|m| host_of(*m) == host_of(*n)) {
+            return Err(format!(
+                "two replicas on host {}: each replica needs a host of its own",
+                host_of(*n)
+            ));
+        }
+    }
+    Ok(())
+}
 
 impl ClusterState {
     /// Starts moving every replica on host `host` to another live host that holds no
@@ -58,5 +84,133 @@ impl ClusterState {
                 }
             }
         }
+    }
+
+    /// Kafka's AlterPartitionReassignments: each move's partition starts moving to its
+    /// target (a move underway is cancelled first, as a new reassignment replaces the
+    /// old in Kafka), or its move underway is cancelled. Unknown partitions, invalid
+    /// targets and a target equal to the replicas change nothing.
+    pub(super) fn reassign(&mut self, moves: &[ReplicaMove]) {
+        let hosts = &self.hosts;
+        for m in moves {
+            let Some(t) = self.topics.get_mut(&m.topic) else {
+                continue;
+            };
+            t.fill_states();
+            let Some(state) = t.states.get_mut(m.partition as usize) else {
+                continue;
+            };
+            let live = |n: NodeId| live_node(hosts, n);
+            match &m.target {
+                None => {
+                    state.cancel_move(live);
+                }
+                Some(target) if check_target(hosts, target).is_ok() => {
+                    let wanted = state.target.as_ref() != Some(target)
+                        && (state.target.is_some() || state.replicas != *target);
+                    if wanted && (state.target.is_none() || state.cancel_move(live)) {
+                        state.start_move(target.clone());
+                        state.finish_move(live, |n| unfenced_host(hosts, n).is_some());
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::{cluster_state::Command, topic::TopicInfo, topic_config::TopicConfigs};
+
+    const A: NodeId = 1024;
+    const B: NodeId = 2048;
+    const C: NodeId = 3072;
+
+    /// Hosts 1-3 of one shard each and topic `t` of one partition on A.
+    fn cluster() -> ClusterState {
+        let mut s = ClusterState::default();
+        for host in 1..=3 {
+            let record = HostRecord {
+                advertise: format!("127.0.0.{host}"),
+                port: 9092,
+                tls_port: None,
+                shards: 1,
+                incarnation: 1,
+                fenced: false,
+                draining: false,
+            };
+            s.apply(Command::RegisterHost { host, record })
+                .expect("register");
+        }
+        let topic = TopicInfo {
+            name: "t".into(),
+            id: [1; 16],
+            partitions: 1,
+            configs: TopicConfigs::new(),
+            placement: vec![A],
+            states: Vec::new(),
+        };
+        s.apply(Command::CreateTopic(topic)).expect("create");
+        s
+    }
+
+    fn moving(target: Option<Vec<NodeId>>) -> Command {
+        Command::Reassign {
+            moves: vec![ReplicaMove {
+                topic: "t".into(),
+                partition: 0,
+                target,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_target_names_registered_shards_on_distinct_hosts() {
+        let s = cluster();
+        assert!(check_target(&s.hosts, &[B, A]).is_ok());
+        assert!(check_target(&s.hosts, &[]).is_err());
+        assert!(check_target(&s.hosts, &[A, 4096]).is_err(), "no host 4");
+        assert!(
+            check_target(&s.hosts, &[A + 1]).is_err(),
+            "host 1 has one shard"
+        );
+        assert!(check_target(&s.hosts, &[A, A]).is_err());
+    }
+
+    #[test]
+    fn a_move_replaced_then_cancelled_leaves_the_first_replicas() {
+        let mut s = cluster();
+        let state = |s: &ClusterState| s.topics["t"].states[0].clone();
+        s.apply(moving(Some(vec![B]))).expect("reassign");
+        assert_eq!(
+            (state(&s).replicas, state(&s).target),
+            (vec![A, B], Some(vec![B]))
+        );
+        // A new target replaces the move: B, which it added, leaves again.
+        s.apply(moving(Some(vec![C]))).expect("reassign");
+        assert_eq!(
+            (state(&s).replicas, state(&s).adding),
+            (vec![A, C], vec![C])
+        );
+        s.apply(moving(None)).expect("cancel");
+        let p = state(&s);
+        assert_eq!(
+            (p.replicas, p.isr, p.target, p.leader),
+            (vec![A], vec![A], None, Some(A))
+        );
+        // Invalid targets and unknown partitions change nothing.
+        let before = s.clone();
+        s.apply(moving(Some(vec![A, A]))).expect("ignored");
+        s.apply(Command::Reassign {
+            moves: vec![ReplicaMove {
+                topic: "missing".into(),
+                partition: 0,
+                target: Some(vec![B]),
+            }],
+        })
+        .expect("ignored");
+        assert_eq!(s, before);
     }
 }

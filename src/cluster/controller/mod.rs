@@ -578,6 +578,7 @@ impl Controller {
                 partitions,
                 unclean,
             },
+            MetadataChange::Reassign { moves } => Command::Reassign { moves },
         };
         self.propose(cmd).await
     }

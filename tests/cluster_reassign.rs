@@ -1,0 +1,229 @@
+//! Kafka's `kafka-reassign-partitions.sh` (org.apache.kafka.tools.reassign.
+//! ReassignPartitionsCommand from kafka-tools 4.4.0) against three weir hosts: a
+//! partition moves to another host and another gains a replica, `--verify` reports both
+//! completed (clearing the throttles it would have set) and every record is still there,
+//! read from the new leaders; a move that cannot finish (its new replica's host cut off
+//! from the leader's) is listed with its adding replica and cancelled, giving the
+//! partition back its replicas.
+
+#[allow(dead_code)]
+mod common;
+
+use std::{
+    path::Path,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use common::{
+    cluster::{create_topic, Cluster},
+    jvm::kafka_tool,
+    kcat,
+    netns::Network,
+    partitions::{describe, wait_for},
+};
+
+/// Runs the tool through `bootstrap` with `args`; returns its exit success and output.
+fn reassign(bootstrap: &str, args: &[&str]) -> (bool, String) {
+    let out = kafka_tool("org.apache.kafka.tools.reassign.ReassignPartitionsCommand")
+        .args(["--bootstrap-server", bootstrap])
+        .args(args)
+        .output()
+        .expect("run ReassignPartitionsCommand");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("ReassignPartitionsCommand {args:?}: {text}");
+    (out.status.success(), text)
+}
+
+/// Writes the tool's reassignment file moving `topic`'s partitions to `targets`.
+fn plan(dir: &Path, topic: &str, targets: &[(u32, Vec<i64>)]) -> String {
+    let partitions: Vec<serde_json::Value> = targets
+        .iter()
+        .map(|(p, replicas)| serde_json::json!({"topic": topic, "partition": p, "replicas": replicas}))
+        .collect();
+    let path = dir.join(format!("{topic}.json"));
+    let plan = serde_json::json!({"version": 1, "partitions": partitions});
+    std::fs::write(&path, plan.to_string()).expect("write the plan");
+    path.display().to_string()
+}
+
+/// A host's node id (one shard each) other than those in `taken`.
+fn other_than(taken: &[i64]) -> i64 {
+    [1024, 2048, 3072]
+        .into_iter()
+        .find(|n| !taken.contains(n))
+        .expect("a free host")
+}
+
+#[test]
+fn partitions_move_between_hosts_and_keep_every_record() {
+    let mut cluster = Cluster::start(3, 1);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b1 = cluster.host(1).bootstrap();
+    create_topic(&b1, "moved", 2, 1);
+    let rows = wait_for(&b1, "moved", Duration::from_secs(15), "led", |r| {
+        r.leader >= 0
+    });
+    let lines: String = (0..300).map(|i| format!("record-{i}\n")).collect();
+    for p in ["0", "1"] {
+        kcat(&["-b", &b1, "-P", "-t", "moved", "-p", p], Some(&lines));
+    }
+    // Partition 0 leaves its host; partition 1 gains a replica, which it prefers.
+    let targets = vec![
+        (0, vec![other_than(&rows[0].replicas)]),
+        (1, vec![other_than(&rows[1].replicas), rows[1].replicas[0]]),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = plan(dir.path(), "moved", &targets);
+    let throttled = [
+        "--execute",
+        "--reassignment-json-file",
+        &file,
+        "--throttle",
+        "50000000",
+    ];
+    let (ok, out) = reassign(&b1, &throttled);
+    assert!(
+        !ok && out.contains("unknown topic config \"follower.replication.throttled.replicas\""),
+        "no replication throttle to set: {out}"
+    );
+    assert_eq!(
+        describe(&b1, "moved")[0].replicas,
+        rows[0].replicas,
+        "nothing moved"
+    );
+    let (ok, out) = reassign(&b1, &["--execute", "--reassignment-json-file", &file]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("Successfully started partition reassignment"),
+        "{out}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (ok, out) = reassign(&b1, &["--verify", "--reassignment-json-file", &file]);
+        assert!(ok, "{out}");
+        if out.contains("Reassignment of partition moved-0 is completed")
+            && out.contains("Reassignment of partition moved-1 is completed")
+        {
+            assert!(out.contains("Clearing broker-level throttles"), "{out}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never completed: {out}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let rows = describe(&b1, "moved");
+    for (p, target) in &targets {
+        let row = &rows[*p as usize];
+        assert_eq!(&row.replicas, target, "partition {p}: {row:?}");
+        let mut isr = row.isr.clone();
+        isr.sort_unstable();
+        let mut want = target.clone();
+        want.sort_unstable();
+        assert_eq!(isr, want, "partition {p} in sync: {row:?}");
+        assert!(target.contains(&row.leader), "partition {p}: {row:?}");
+    }
+    for p in ["0", "1"] {
+        let read = kcat(
+            &[
+                "-b",
+                &b1,
+                "-C",
+                "-t",
+                "moved",
+                "-p",
+                p,
+                "-o",
+                "beginning",
+                "-e",
+            ],
+            None,
+        );
+        assert_eq!(read, lines, "partition {p} kept every record, in order");
+    }
+    let (ok, out) = reassign(&b1, &["--list"]);
+    assert!(
+        ok && out.contains("No partition reassignments found"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_move_that_cannot_finish_is_listed_and_cancelled() {
+    // Controllers alone on hosts 1-3, brokers 4 and 5, each in a namespace of its own.
+    let mut cluster = Cluster::start_on(Some(Network::new(5)), 3, 1, |h| {
+        h.add_flags(&["--process-roles", "controller"])
+    });
+    cluster.add_broker(4, 1);
+    cluster.add_broker(5, 1);
+    let b4 = cluster.host(4).bootstrap();
+    create_topic(&b4, "stuck", 1, 1);
+    let rows = wait_for(&b4, "stuck", Duration::from_secs(15), "led", |r| {
+        r.leader >= 0
+    });
+    let from = rows[0].replicas.clone();
+    let (leader, added) = if from[0] == 4096 { (4, 5) } else { (5, 4) };
+    let to = i64::from(added) * 1024;
+    kcat(
+        &["-b", &b4, "-P", "-t", "stuck", "-p", "0"],
+        Some("before\n"),
+    );
+    // The new replica's host cannot reach the leader's: the move stays underway.
+    let network = cluster.network.as_ref().expect("a network");
+    let route = |verb: &str| {
+        let ok = Command::new("ip")
+            .args(["-n", &network.namespace(added), "route", verb])
+            .args(["blackhole", &format!("{}/32", network.ip(leader))])
+            .status()
+            .expect("ip route")
+            .success();
+        assert!(ok, "ip route {verb}");
+    };
+    route("add");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = plan(dir.path(), "stuck", &[(0, vec![from[0], to])]);
+    let (ok, out) = reassign(&b4, &["--execute", "--reassignment-json-file", &file]);
+    assert!(ok, "{out}");
+    let (ok, out) = reassign(&b4, &["--list"]);
+    assert!(ok, "{out}");
+    let listed = format!("stuck-0: replicas: {},{to}. adding: {to}.", from[0]);
+    assert!(out.contains(&listed), "{out}");
+    let (ok, out) = reassign(&b4, &["--cancel", "--reassignment-json-file", &file]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("Successfully cancelled partition reassignment"),
+        "{out}"
+    );
+    let rows = describe(&b4, "stuck");
+    assert_eq!(rows[0].replicas, from, "back where it was: {:?}", rows[0]);
+    assert_eq!(rows[0].isr, from);
+    route("del");
+    kcat(
+        &["-b", &b4, "-P", "-t", "stuck", "-p", "0"],
+        Some("after\n"),
+    );
+    let read = kcat(
+        &[
+            "-b",
+            &b4,
+            "-C",
+            "-t",
+            "stuck",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+        ],
+        None,
+    );
+    assert_eq!(read, "before\nafter\n");
+    let (ok, out) = reassign(&b4, &["--list"]);
+    assert!(
+        ok && out.contains("No partition reassignments found"),
+        "{out}"
+    );
+}
