@@ -12,25 +12,18 @@ use std::time::Duration;
 
 use common::{
     cluster::{create_topic, Cluster},
-    jvm::kafka_tool,
+    jvm::run_kafka_tool,
     kcat,
     partitions::{describe, wait_for},
 };
 
 /// Runs the tool through `bootstrap` with `args`; returns its exit success and output.
 fn leader_election(bootstrap: &str, args: &[&str]) -> (bool, String) {
-    let out = kafka_tool("org.apache.kafka.tools.LeaderElectionCommand")
-        .args(["--bootstrap-server", bootstrap])
-        .args(args)
-        .output()
-        .expect("run LeaderElectionCommand");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("LeaderElectionCommand {args:?}: {text}");
-    (out.status.success(), text)
+    run_kafka_tool(
+        "org.apache.kafka.tools.LeaderElectionCommand",
+        bootstrap,
+        args,
+    )
 }
 
 #[test]

@@ -17,7 +17,7 @@ use std::{
 
 use common::{
     cluster::{create_topic, Cluster},
-    jvm::kafka_tool,
+    jvm::run_kafka_tool,
     kcat,
     netns::Network,
     partitions::{describe, wait_for},
@@ -25,18 +25,11 @@ use common::{
 
 /// Runs the tool through `bootstrap` with `args`; returns its exit success and output.
 fn reassign(bootstrap: &str, args: &[&str]) -> (bool, String) {
-    let out = kafka_tool("org.apache.kafka.tools.reassign.ReassignPartitionsCommand")
-        .args(["--bootstrap-server", bootstrap])
-        .args(args)
-        .output()
-        .expect("run ReassignPartitionsCommand");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("ReassignPartitionsCommand {args:?}: {text}");
-    (out.status.success(), text)
+    run_kafka_tool(
+        "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+        bootstrap,
+        args,
+    )
 }
 
 /// Writes the tool's reassignment file moving `topic`'s partitions to `targets`.

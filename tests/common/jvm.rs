@@ -28,6 +28,23 @@ pub fn kafka_tool(class: &str) -> Command {
     command
 }
 
+/// Runs Kafka tool `class` (its `main`) through `bootstrap` with `args`, echoing its
+/// output for the test log; returns its exit success and its stdout and stderr.
+pub fn run_kafka_tool(class: &str, bootstrap: &str, args: &[&str]) -> (bool, String) {
+    let out = kafka_tool(class)
+        .args(["--bootstrap-server", bootstrap])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {class}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{class} {args:?}: {text}");
+    (out.status.success(), text)
+}
+
 /// Where the cases run and what they may assume of it.
 pub struct Target<'a> {
     /// The bootstrap servers.
