@@ -12,7 +12,7 @@
 //! not allow the count to change), NO_REASSIGNMENT_IN_PROGRESS (a cancel with nothing to
 //! cancel). Needs ALTER on the cluster.
 
-use std::rc::Rc;
+use std::{collections::BTreeMap, rc::Rc};
 
 use kafka_protocol::{
     messages::{
@@ -27,6 +27,7 @@ use kafka_protocol::{
 
 use crate::{
     metadata::{
+        cluster_state::HostRecord,
         metadata_change::{MetadataChange, ReplicaMove},
         partition_state::PartitionState,
         replica_moves::check_target,
@@ -82,17 +83,21 @@ impl Handler for AlterPartitionReassignments {
         let mut response = AlterPartitionReassignmentsResponse::default();
         response.allow_replication_factor_change = req.allow_replication_factor_change;
         if !Access::of(&ctx, &call).await.cluster(Operation::Alter) {
+            const WHY: &str = "ALTER on the cluster is needed";
             let error = ResponseError::ClusterAuthorizationFailed;
             response.error_code = error.code();
-            response.error_message =
-                Some(StrBytes::from_static_str("ALTER on the cluster is needed"));
+            response.error_message = Some(StrBytes::from_static_str(WHY));
             for (m, index) in &asked {
-                let why = "ALTER on the cluster is needed".into();
-                push(&mut response, &m.topic, *index, Err((error, why)));
+                push(&mut response, &m.topic, *index, Err((error, WHY.into())));
             }
             return Reply::Respond(response);
         }
         let allow_resize = version < 1 || req.allow_replication_factor_change;
+        // A single host has no other host to move to (None).
+        let hosts = ctx
+            .registry
+            .is_clustered()
+            .then(|| ctx.registry.cluster().hosts);
         let mut outcomes: Vec<Outcome> = Vec::with_capacity(asked.len());
         let mut moves = Vec::new();
         for (m, index) in &asked {
@@ -101,7 +106,7 @@ impl Handler for AlterPartitionReassignments {
                     ResponseError::UnknownTopicOrPartition,
                     "no such partition".into(),
                 )),
-                Some(state) => check(&ctx, &state, m, allow_resize),
+                Some(state) => check(hosts.as_ref(), &state, m, allow_resize),
             };
             if outcome.is_ok() {
                 moves.push(m.clone());
@@ -127,8 +132,14 @@ impl Handler for AlterPartitionReassignments {
     }
 }
 
-/// Whether `m` may be asked of the controller for a partition in `state`.
-fn check(ctx: &ShardContext, state: &PartitionState, m: &ReplicaMove, resize: bool) -> Outcome {
+/// Whether `m` may be asked of the controller for a partition in `state`, given the
+/// cluster's `hosts` (`None` on a single host).
+fn check(
+    hosts: Option<&BTreeMap<u32, HostRecord>>,
+    state: &PartitionState,
+    m: &ReplicaMove,
+    resize: bool,
+) -> Outcome {
     let invalid = |why: String| Err((ResponseError::InvalidReplicaAssignment, why));
     let Some(target) = &m.target else {
         return match state.target {
@@ -142,14 +153,14 @@ fn check(ctx: &ShardContext, state: &PartitionState, m: &ReplicaMove, resize: bo
     if state.target.is_none() && state.replicas == *target {
         return Ok(());
     }
-    if !ctx.registry.is_clustered() {
+    let Some(hosts) = hosts else {
         return invalid(
             "a single host keeps each partition where it is: replicas move between the \
              hosts of a cluster"
                 .into(),
         );
-    }
-    check_target(&ctx.registry.cluster().hosts, target).or_else(invalid)?;
+    };
+    check_target(hosts, target).or_else(invalid)?;
     let now = state.target.as_ref().unwrap_or(&state.replicas).len();
     if !resize && target.len() != now {
         return Err((

@@ -260,15 +260,8 @@ mod tests {
         [1, 2]
             .into_iter()
             .map(|id| {
-                let h = HostRecord {
-                    advertise: format!("127.0.0.{id}"),
-                    port: 9092,
-                    tls_port: None,
-                    shards: 1,
-                    incarnation: 1,
-                    fenced: !live.contains(&id),
-                    draining: false,
-                };
+                let mut h = HostRecord::for_tests(1);
+                h.fenced = !live.contains(&id);
                 (id, h)
             })
             .collect()

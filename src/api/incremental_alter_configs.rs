@@ -82,6 +82,20 @@ fn apply(
     Ok(())
 }
 
+/// Deletes a host's dynamic overrides: it has none (its settings come from its command
+/// line), so this changes nothing once ALTER_CONFIGS on the cluster allows it — what
+/// Kafka's reassignment tool sends to clear throttles it never set here.
+fn delete_broker_overrides(access: &Access) -> Result<(), (ResponseError, String)> {
+    if access.cluster(Operation::AlterConfigs) {
+        Ok(())
+    } else {
+        Err((
+            ResponseError::ClusterAuthorizationFailed,
+            "ALTER_CONFIGS on the cluster is needed".into(),
+        ))
+    }
+}
+
 /// Changes single overrides of each topic.
 pub struct IncrementalAlterConfigs;
 
@@ -106,17 +120,7 @@ impl Handler for IncrementalAlterConfigs {
                 .iter()
                 .all(|c| c.config_operation == DELETE);
             let outcome = if resource.resource_type == BROKER && deletes_only {
-                // A host has no dynamic overrides to delete (its settings come from its
-                // command line), so deleting one changes nothing: what Kafka's
-                // reassignment tool does to clear throttles it never set here.
-                if access.cluster(Operation::AlterConfigs) {
-                    Ok(())
-                } else {
-                    Err((
-                        ResponseError::ClusterAuthorizationFailed,
-                        "ALTER_CONFIGS on the cluster is needed".into(),
-                    ))
-                }
+                delete_broker_overrides(&access)
             } else {
                 alter_topic(
                     &ctx,

@@ -64,15 +64,17 @@ impl Handler for ListPartitionReassignments {
                 if !wanted(&t.name, index) {
                     continue;
                 }
-                let ids = |nodes: &mut dyn Iterator<Item = &i32>| -> Vec<BrokerId> {
-                    nodes.map(|n| BrokerId(*n)).collect()
-                };
                 let mut part = OngoingPartitionReassignment::default();
                 part.partition_index = index;
-                part.replicas = ids(&mut state.replicas.iter());
-                part.adding_replicas = ids(&mut state.adding.iter());
-                part.removing_replicas =
-                    ids(&mut state.replicas.iter().filter(|n| !target.contains(n)));
+                part.replicas = state.replicas.iter().copied().map(BrokerId).collect();
+                part.adding_replicas = state.adding.iter().copied().map(BrokerId).collect();
+                part.removing_replicas = state
+                    .replicas
+                    .iter()
+                    .filter(|n| !target.contains(n))
+                    .copied()
+                    .map(BrokerId)
+                    .collect();
                 topic.partitions.push(part);
             }
             if !topic.partitions.is_empty() {

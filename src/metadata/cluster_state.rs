@@ -51,6 +51,22 @@ pub struct HostRecord {
     pub draining: bool,
 }
 
+#[cfg(test)]
+impl HostRecord {
+    /// An unfenced, undraining host of `shards` shards on 127.0.0.1:9092, for tests.
+    pub(crate) fn for_tests(shards: u32) -> HostRecord {
+        HostRecord {
+            advertise: "127.0.0.1".into(),
+            port: 9092,
+            tls_port: None,
+            shards,
+            incarnation: 1,
+            fenced: false,
+            draining: false,
+        }
+    }
+}
+
 impl HostRecord {
     /// The Kafka node ids of this host's shards.
     pub fn nodes(&self, host: u32) -> impl Iterator<Item = NodeId> {
@@ -536,15 +552,7 @@ mod tests {
     use super::*;
 
     fn host(shards: u32) -> HostRecord {
-        HostRecord {
-            advertise: "127.0.0.1".into(),
-            port: 9092,
-            tls_port: None,
-            shards,
-            incarnation: 1,
-            fenced: false,
-            draining: false,
-        }
+        HostRecord::for_tests(shards)
     }
 
     fn topic(name: &str, placement: Vec<NodeId>) -> TopicInfo {

@@ -101,19 +101,20 @@ impl ClusterState {
                 continue;
             };
             let live = |n: NodeId| live_node(hosts, n);
-            match &m.target {
-                None => {
-                    state.cancel_move(live);
-                }
-                Some(target) if check_target(hosts, target).is_ok() => {
-                    let wanted = state.target.as_ref() != Some(target)
-                        && (state.target.is_some() || state.replicas != *target);
-                    if wanted && (state.target.is_none() || state.cancel_move(live)) {
-                        state.start_move(target.clone());
-                        state.finish_move(live, |n| unfenced_host(hosts, n).is_some());
-                    }
-                }
-                Some(_) => {}
+            let Some(target) = &m.target else {
+                state.cancel_move(live);
+                continue;
+            };
+            if check_target(hosts, target).is_err() || state.target.as_ref() == Some(target) {
+                continue;
+            }
+            // A move underway is replaced: cancelled first, unless it cannot be.
+            if state.target.is_some() && !state.cancel_move(live) {
+                continue;
+            }
+            // Refused when the target is the replicas already: nothing to move.
+            if state.start_move(target.clone()) {
+                state.finish_move(live, |n| unfenced_host(hosts, n).is_some());
             }
         }
     }
@@ -132,15 +133,7 @@ mod tests {
     fn cluster() -> ClusterState {
         let mut s = ClusterState::default();
         for host in 1..=3 {
-            let record = HostRecord {
-                advertise: format!("127.0.0.{host}"),
-                port: 9092,
-                tls_port: None,
-                shards: 1,
-                incarnation: 1,
-                fenced: false,
-                draining: false,
-            };
+            let record = HostRecord::for_tests(1);
             s.apply(Command::RegisterHost { host, record })
                 .expect("register");
         }
