@@ -288,6 +288,18 @@ impl Segment {
         }
     }
 
+    /// [`SegmentAppender::settled_written_end`] of the log while the segment is written
+    /// (active or sealing); `None` once sealed.
+    pub fn settled_written_end(&mut self) -> impl std::future::Future<Output = Option<u64>> {
+        let settle = self.phase.writer_mut().map(|w| w.log.settled_written_end());
+        async move {
+            match settle {
+                Some(settle) => settle.await,
+                None => None,
+            }
+        }
+    }
+
     /// Treats the active segment's log below `end` as written (see
     /// [`SegmentAppender::assume_written`]); call right after [`Segment::activate`].
     pub fn assume_written(&mut self, end: u64) {

@@ -200,6 +200,23 @@ impl SegmentAppender {
         }
     }
 
+    /// [`durably_written_end`](Self::durably_written_end) once every growth started so
+    /// far has finished, for a close to record: no zero-fill may still be writing when
+    /// it does. Call after the last [`begin_flush`](Self::begin_flush), which hands its
+    /// flush the growth the flush's chunks must wait for.
+    pub fn settled_written_end(&mut self) -> impl std::future::Future<Output = Option<u64>> {
+        let growing = std::mem::take(&mut self.growing);
+        let zeroed_end = Rc::clone(&self.zeroed_end);
+        let tracked = matches!(self.growth, FileGrowth::ZeroFill { .. });
+        async move {
+            // A failed zero-fill leaves `zeroed_end` where it was: true either way.
+            for task in growing {
+                let _ = task.await;
+            }
+            tracked.then(|| zeroed_end.get())
+        }
+    }
+
     /// The file being appended to.
     pub fn file(&self) -> &Rc<DmaFile> {
         &self.file

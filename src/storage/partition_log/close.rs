@@ -30,16 +30,16 @@ impl PartitionLog {
             st.closed = true;
             match (&flushed, &st.fenced) {
                 (Ok(()), None) => st.segments.back_mut().and_then(|active| {
-                    let (base, written_end) = (active.base(), active.written_end());
+                    let base = active.base();
                     active.start_sealing();
-                    active
-                        .begin_flush()
-                        .map(|(flush, _)| (flush, base, written_end))
+                    let (flush, _) = active.begin_flush()?;
+                    // After the flush took the growth its chunks wait for: the rest.
+                    Some((flush, base, active.settled_written_end()))
                 }),
                 _ => None,
             }
         };
-        if let Some((mut flush, base, written_end)) = finish {
+        if let Some((mut flush, base, settled)) = finish {
             let (size, names) = (flush.size(), flush.names());
             flush.keep_log_tail();
             flush.run(true).await?;
@@ -52,7 +52,9 @@ impl PartitionLog {
             // Without the record the next open recovers as after a crash: cutting the
             // tail costs a trim and a zero-fill, nothing else, so a close does not fail
             // for it. Any record that does reach the disk is true: the log is final.
-            let written_end = written_end.unwrap_or(0);
+            // The zero-fill a close found running is written and synced first, so the
+            // record holds how far it got, not where it stood when the close began.
+            let written_end = settled.await.unwrap_or(0);
             if let Err(e) = clean_close::record(&shared.dir, base, size, written_end).await {
                 tracing::warn!(error = %e, "cannot record a clean close; the next open cuts the active segment's tail");
             }
