@@ -75,6 +75,7 @@ pub mod net;
 pub mod replication;
 pub mod reserve_alloc;
 pub mod security;
+pub mod semaphore;
 pub mod shard;
 pub mod storage;
 pub mod txn;

@@ -1,7 +1,7 @@
 //! The shape of the house, checked so it stays the shape DESIGN.md and `src/lib.rs`
 //! describe: the modules of each crate import each other without circles, no source
 //! file in `src/` passes 700 lines (unit tests included), and the network layer never
-//! names a Kafka API.
+//! names a Kafka API, and nothing but `src/semaphore.rs` waits on glommio's semaphore.
 //!
 //! Imports are read from the source text: every `use` tree and inline path that starts
 //! with `crate::`, `super::` or `self::`, resolved to the longest module prefix that is a
@@ -277,5 +277,35 @@ fn the_network_layer_never_names_a_kafka_api() {
                 path.display()
             );
         }
+    }
+}
+
+/// True when `text` imports glommio's semaphore or its permits (`sync::Semaphore`, or
+/// a `sync::{…}` tree naming them).
+fn names_glommios_semaphore(text: &str) -> bool {
+    let named = |tree: &str| tree.contains("Semaphore") || tree.contains("Permit");
+    text.contains("sync::Semaphore")
+        || text
+            .split("sync::{")
+            .skip(1)
+            .any(|rest| named(rest.split('}').next().unwrap_or(rest)))
+}
+
+#[test]
+fn every_wait_on_units_goes_through_the_cancel_safe_semaphore() {
+    assert!(names_glommios_semaphore(
+        "use glommio::{io::Directory, sync::{Semaphore, Permit}};"
+    ));
+    assert!(!names_glommios_semaphore("use std::sync::{Arc, Mutex};"));
+    for (module, path) in modules(&root("src")) {
+        if module == ["semaphore"] {
+            continue;
+        }
+        assert!(
+            !names_glommios_semaphore(&code(&path)),
+            "{} uses glommio's semaphore: a dropped wait can strand its waiters; use \
+             crate::semaphore",
+            path.display()
+        );
     }
 }

@@ -14,14 +14,11 @@ use std::{cell::Cell, rc::Rc, time::Duration};
 
 use bytes::Bytes;
 use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use glommio::{
-    channels::local_channel,
-    sync::{Semaphore, StaticPermit},
-    Task,
-};
+use glommio::{channels::local_channel, Task};
 
 use crate::{
     api::{self, session::Session, RequestError},
+    semaphore::{Semaphore, StaticPermit},
     shard::context::ShardContext,
 };
 

@@ -6,8 +6,6 @@
 
 use std::{collections::HashMap, rc::Rc, sync::Arc, time::Duration};
 
-use glommio::sync::Semaphore;
-
 use super::{
     metadata_view::{Leadership, MetadataSnapshot, MetadataView, ProduceRules, TopicShape},
     open_logs::{OpenLogs, PartitionKey},
@@ -25,6 +23,7 @@ use crate::{
     },
     metrics::{BrokerMetrics, ShardMetrics},
     replication::{lag_report::ReplicaLags, Replication},
+    semaphore::Semaphore,
     storage::{Clock, LogConfig, PartitionLog, ShardStorage, ShardStorageConfig, StorageError},
     txn::coordinator::TxnCoordinator,
 };

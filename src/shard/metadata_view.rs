@@ -8,7 +8,7 @@ use std::{
     rc::Rc,
 };
 
-use glommio::sync::{Permit, Semaphore};
+use crate::semaphore::{Permit, Semaphore};
 
 use crate::metadata::{
     cluster_state::OFFSETS_TOPIC,

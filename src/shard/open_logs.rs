@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use glommio::sync::{Permit, Semaphore};
+use crate::semaphore::{Permit, Semaphore};
 
 use crate::storage::PartitionLog;
 

@@ -10,7 +10,9 @@ use std::{
     time::Duration,
 };
 
-use glommio::{sync::Semaphore, task::JoinHandle};
+use glommio::task::JoinHandle;
+
+use crate::semaphore::Semaphore;
 
 /// How long [`Tasks::stop`] waits for a task in the middle of its work before it
 /// cancels it at its next await.

@@ -9,6 +9,7 @@ use glommio::io::{DmaBuffer, DmaFile};
 use prometheus_client::metrics::counter::Counter;
 
 use super::{Result, StorageError};
+use crate::semaphore::Semaphore;
 
 /// Zeros go out in pieces of this size, one at a time per shard, while the data is more
 /// than [`ZERO_FILL_URGENT_BYTES`] behind them: a flush's small write queued behind zeros
@@ -28,7 +29,7 @@ const ZERO_FILL_URGENT_BYTES: u64 = 1 << 20;
 /// Cloning shares it; `!Send`.
 #[derive(Clone)]
 pub struct ZeroFillSlot {
-    turn: Rc<glommio::sync::Semaphore>,
+    turn: Rc<Semaphore>,
     written: Counter,
 }
 
@@ -41,7 +42,7 @@ impl ZeroFillSlot {
     /// A shard's slot, adding the bytes of zeros written to `written`.
     pub fn counting(written: Counter) -> ZeroFillSlot {
         ZeroFillSlot {
-            turn: Rc::new(glommio::sync::Semaphore::new(1)),
+            turn: Rc::new(Semaphore::new(1)),
             written,
         }
     }

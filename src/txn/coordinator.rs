@@ -7,7 +7,7 @@
 
 use std::{cell::RefCell, collections::HashMap, rc::Rc, sync::Arc};
 
-use glommio::sync::{Permit, Semaphore};
+use crate::semaphore::{Permit, Semaphore};
 use kafka_protocol::ResponseError;
 
 use super::state::TxnMetadata;

@@ -27,7 +27,9 @@ use std::{
 };
 
 use bytes::Bytes;
-use glommio::{io::Directory, sync::Semaphore};
+use glommio::io::Directory;
+
+use crate::semaphore::{Permit, Semaphore};
 
 use super::{
     batch_cache::SegmentKey,
@@ -533,7 +535,7 @@ impl PartitionLog {
     }
 
     /// Serialises appends (and close) in call order; held across a roll's file creation.
-    async fn lock_appends(&self) -> Result<glommio::sync::Permit<'_>> {
+    async fn lock_appends(&self) -> Result<Permit<'_>> {
         self.shared
             .append_lock
             .acquire_permit(1)
@@ -542,7 +544,7 @@ impl PartitionLog {
     }
 
     /// Serialises work that swaps or deletes segment files (see `LogShared::maintenance`).
-    async fn lock_maintenance(&self) -> Result<glommio::sync::Permit<'_>> {
+    async fn lock_maintenance(&self) -> Result<Permit<'_>> {
         self.shared
             .maintenance
             .acquire_permit(1)
