@@ -31,8 +31,13 @@ if mode == "produce":
         def report(err, msg):
             if err is None:
                 acked.write(f"{msg.key().decode()} {msg.partition()} {msg.offset()}\n")
+            else:
+                print(f"not delivered: {msg.key().decode()} to partition {msg.partition()}: {err}",
+                      file=sys.stderr, flush=True)
+        # librdkafka's idempotence log (epoch bumps, drains, sequence resets) goes to
+        # stderr, kept beside the acks, so a record stored twice can be traced.
         p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                      "linger.ms": 2, "message.timeout.ms": 120000})
+                      "linger.ms": 2, "message.timeout.ms": 120000, "debug": "eos"})
         i = 0
         while not os.path.exists(stop):
             if rate and i > rate * (time.monotonic() - started):
@@ -104,7 +109,8 @@ else:
         assert m.offset() == expected_next[m.partition()], f"offsets not dense in {m.partition()}"
         expected_next[m.partition()] = m.offset() + 1
         key = m.key().decode()
-        assert key not in stored, f"{key} stored twice: {stored[key]} and {(m.partition(), m.offset())}"
+        assert key not in stored, (f"{key} stored twice: {stored[key]} and {(m.partition(), m.offset())}; "
+                                   f"acknowledged at {acked.get(key)}")
         assert m.value().decode() == f"value-{key[1:]}", f"{key} altered"
         stored[key] = (m.partition(), m.offset())
         remaining -= 1

@@ -397,8 +397,14 @@ impl PartitionLog {
                         log_end: st.log_end,
                     });
                 }
-            } else if let Some(duplicate) = check_sequences(&st.producers, payload)? {
+            } else if let Some(duplicate) = check_sequences(&st.producers, payload)
+                .inspect_err(|e| {
+                    // Rare and telling after a failover: kept in the host's log.
+                    tracing::info!(log = %shared.dir.display(), log_end = st.log_end.0, error = %e, "refused an idempotent producer's batch");
+                })?
+            {
                 // A retry of a stored batch: its original offsets, durable when they are.
+                tracing::info!(log = %shared.dir.display(), base_offset = duplicate.0 .0, "a retried batch answered with its original offsets");
                 return Ok(Appended {
                     base_offset: duplicate.0,
                     last_offset: duplicate.1,
