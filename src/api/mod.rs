@@ -29,6 +29,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_quorum;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
@@ -93,6 +94,7 @@ pub const ROUTES: &[Route] = &[
     Route::to::<describe_cluster::DescribeCluster>(ApiKey::DescribeCluster, 0, 1),
     Route::to::<describe_log_dirs::DescribeLogDirs>(ApiKey::DescribeLogDirs, 1, 4),
     Route::to::<elect_leaders::ElectLeaders>(ApiKey::ElectLeaders, 0, 2),
+    Route::to::<describe_quorum::DescribeQuorum>(ApiKey::DescribeQuorum, 0, 2),
     Route::to::<alter_partition_reassignments::AlterPartitionReassignments>(
         ApiKey::AlterPartitionReassignments,
         0,

@@ -22,8 +22,9 @@ use super::{
 use crate::{
     metadata::{
         cluster_state::{ClusterState, HostRecord, MetadataError},
+        controller_link::ControllerCall,
         placement::{node_id, NodeId, ShardId},
-        registry::{ControllerCall, RegistryError, TopicRegistry},
+        registry::{RegistryError, TopicRegistry},
         registry_files::{read_json, write_json, FileError},
     },
     replication::lag_report::ReplicaLags,
@@ -376,16 +377,30 @@ impl Agent {
             tokio::spawn(async move {
                 let mut voters = Voters::new(&me.config, me.tls.clone());
                 voters.hint = me.leader.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                let request = Request::Change(call.change);
                 let deadline = Instant::now() + CHANGE_DEADLINE;
-                let answer = match call_leader(&mut voters, &request, deadline).await {
-                    Ok(Response::Changed(r)) => r,
-                    Ok(other) => Err(MetadataError::Unavailable(
-                        rpc::unexpected(&other).to_string(),
-                    )),
-                    Err(e) => Err(e),
+                let unexpected = |other: &Response| {
+                    MetadataError::Unavailable(rpc::unexpected(other).to_string())
                 };
-                let _ = call.reply.send(answer);
+                match call {
+                    ControllerCall::Change { change, reply } => {
+                        let request = Request::Change(change);
+                        let answer = match call_leader(&mut voters, &request, deadline).await {
+                            Ok(Response::Changed(r)) => r,
+                            Ok(other) => Err(unexpected(&other)),
+                            Err(e) => Err(e),
+                        };
+                        let _ = reply.send(answer);
+                    }
+                    ControllerCall::Quorum { reply } => {
+                        let answer =
+                            match call_leader(&mut voters, &Request::Status, deadline).await {
+                                Ok(Response::Status(r)) => r.map(|status| status.quorum),
+                                Ok(other) => Err(unexpected(&other)),
+                                Err(e) => Err(e),
+                            };
+                        let _ = reply.send(answer);
+                    }
+                }
             });
         }
     }

@@ -23,6 +23,7 @@ use super::{peer_tls::PeerTls, TypeConfig};
 use crate::{
     metadata::{
         cluster_state::{ClusterState, HostRecord, MetadataChange, MetadataError},
+        controller_link::QuorumStatus,
         registry::TopicInfo,
     },
     replication::lag_report::PartitionLag,
@@ -113,6 +114,9 @@ pub struct ClusterStatus {
     /// moving, or whose followers are behind.
     #[serde(default)]
     pub degraded: Vec<PartitionStatus>,
+    /// The quorum's replication (DescribeQuorum).
+    #[serde(default)]
+    pub quorum: QuorumStatus,
 }
 
 /// A partition as the controller records it, for `weir cluster status`.

@@ -1,7 +1,7 @@
 //! The controller thread: one OS thread with a single-threaded tokio runtime (openraft's)
 //! that runs this host's voter, if it is one, and its agent, if it is a broker. It
 //! never touches a shard's reactor; shards reach it only through the registry's
-//! [`ControllerLink`](crate::metadata::registry::ControllerLink) and see its work only
+//! [`ControllerLink`](crate::metadata::controller_link::ControllerLink) and see its work only
 //! as installed metadata.
 
 use std::{path::PathBuf, sync::Arc, thread::JoinHandle};
@@ -16,8 +16,7 @@ use super::{
 };
 use crate::{
     metadata::{
-        cluster_state::HostRecord,
-        registry::{ControllerCall, TopicRegistry},
+        cluster_state::HostRecord, controller_link::ControllerCall, registry::TopicRegistry,
     },
     metrics::ControllerMetrics,
     replication::lag_report::ReplicaLags,

@@ -4,6 +4,7 @@
 //! elects leaders and moves replicas ([`cluster_state`], [`partition_state`]).
 
 pub mod cluster_state;
+pub mod controller_link;
 mod elections;
 pub mod metadata_change;
 pub mod partition_state;

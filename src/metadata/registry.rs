@@ -25,6 +25,7 @@ use std::{
 
 use super::{
     cluster_state::{ClusterState, HostRecord, MetadataChange, MetadataError, OFFSETS_TOPIC},
+    controller_link::{ControllerCall, ControllerLink, QuorumMember, QuorumStatus},
     placement::{node_id, place, shard_of, NodeId},
     registry_files::{read_json, write_json, ClusterFile, FileError, RegistryFile, CLUSTER_FILE},
     topic_config::{validate_all, ConfigError, TopicConfigs},
@@ -91,19 +92,6 @@ struct State {
     /// The node of the controller leader's host, for Metadata.
     controller: Option<NodeId>,
 }
-
-/// A metadata change sent to the controller, with where its answer goes: the
-/// controller's log index once the change is applied there.
-pub struct ControllerCall {
-    /// The change.
-    pub change: MetadataChange,
-    /// The answer.
-    pub reply: tokio::sync::oneshot::Sender<Result<u64, MetadataError>>,
-}
-
-/// The way from a host's shards to the controller quorum (the agent of
-/// `cluster::agent` receives).
-pub type ControllerLink = tokio::sync::mpsc::UnboundedSender<ControllerCall>;
 
 /// Who changes the metadata.
 enum Backend {
@@ -323,10 +311,9 @@ impl TopicRegistry {
             return Ok(());
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let gone = || MetadataError::Unavailable("the controller agent has stopped".into());
-        link.send(ControllerCall { change, reply })
-            .map_err(|_| gone())?;
-        let index = answer.await.map_err(|_| gone())??;
+        link.send(ControllerCall::Change { change, reply })
+            .map_err(|_| agent_gone())?;
+        let index = answer.await.map_err(|_| agent_gone())??;
         let deadline = std::time::Instant::now() + PUBLISH_WAIT;
         while self.version() < index {
             if std::time::Instant::now() > deadline {
@@ -338,6 +325,35 @@ impl TopicRegistry {
             glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
         }
         Ok(())
+    }
+
+    /// The controller quorum as its leader sees it. A single host is a quorum of one:
+    /// itself, leading since it started, holding every version it wrote.
+    pub async fn describe_quorum(&self) -> Result<QuorumStatus, RegistryError> {
+        let host = match &self.backend {
+            Backend::Local { host } => u64::from(*host),
+            Backend::Controller(link) => {
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                link.send(ControllerCall::Quorum { reply })
+                    .map_err(|_| agent_gone())?;
+                return Ok(answer.await.map_err(|_| agent_gone())??);
+            }
+        };
+        let end = self.version() + 1;
+        let now = unix_ms();
+        Ok(QuorumStatus {
+            leader: host,
+            term: 1,
+            high_watermark: end,
+            voters: vec![QuorumMember {
+                host,
+                log_end: Some(end),
+                last_heard_ms: Some(now),
+                caught_up_ms: Some(now),
+                address: None,
+            }],
+            observers: Vec::new(),
+        })
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -615,6 +631,18 @@ impl TopicRegistry {
             Backend::Controller(_) => Vec::new(),
         }
     }
+}
+
+/// The error of a call the host's controller agent can no longer take.
+fn agent_gone() -> MetadataError {
+    MetadataError::Unavailable("the controller agent has stopped".into())
+}
+
+/// Now, in Unix milliseconds.
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

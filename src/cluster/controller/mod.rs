@@ -108,6 +108,8 @@ pub struct Controller {
     heartbeats: Mutex<HashMap<u32, Instant>>,
     /// The lagging partitions each host last reported leading.
     lags: Mutex<HashMap<u32, Vec<PartitionLag>>>,
+    /// The metadata version each host last said it has (DescribeQuorum's observers).
+    known_versions: Mutex<HashMap<u32, u64>>,
     /// When a host last registered, was fenced or came back: preferred leaders return
     /// only after [`PREFERRED_LEADER_QUIET`] without such changes.
     membership_changed: Mutex<Instant>,
@@ -203,6 +205,7 @@ impl Controller {
             config: config.clone(),
             heartbeats: Mutex::new(HashMap::new()),
             lags: Mutex::new(HashMap::new()),
+            known_versions: Mutex::new(HashMap::new()),
             membership_changed: Mutex::new(Instant::now()),
         }))
     }
@@ -418,6 +421,10 @@ impl Controller {
             record.fenced
         };
         self.heard(h.host);
+        self.known_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(h.host, h.known_version);
         self.lags
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -285,10 +285,14 @@ class ToolCases {
     }
 
     @Test
-    void theQuorumToolSaysTheBrokerDoesNotSupportDescribeQuorum() {
+    void theQuorumToolDescribesTheControllerQuorumWithItsLeaderAmongTheVoters() {
         // Its options come before its subcommand.
         Tool.Run r = Tool.run("org.apache.kafka.tools.MetadataQuorumCommand", quorumArgs());
-        assertNotEquals(0, r.status(), r.out() + r.err());
-        assertTrue((r.out() + r.err()).contains("UnsupportedVersionException"), r.out() + r.err());
+        assertEquals(0, r.status(), r.out() + r.err());
+        java.util.regex.Matcher leader =
+                java.util.regex.Pattern.compile("LeaderId:\\s+(\\d+)").matcher(r.out());
+        assertTrue(leader.find(), r.out());
+        assertTrue(r.out().contains("\"id\": " + leader.group(1)), "the leader votes: " + r.out());
+        assertTrue(r.out().contains("MaxFollowerLag:"), r.out());
     }
 }
