@@ -2,14 +2,25 @@
 //! kafka-tools 4.4.0) against weir hosts: `describe --status` names the controller
 //! leader among the voters and a broker that only observes, `describe --replication`
 //! shows every voter caught up, and after the leader's host is killed the tool, asked
-//! through another host, names the new leader at a later epoch.
+//! through another host, names the new leader at a later epoch. `weir cluster
+//! add-voter/remove-voter` change the quorum while topics are created without pause:
+//! a fourth voter joins, the leader leaves, and a voter's disk is replaced.
 
 #[allow(dead_code)]
 mod common;
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
 
-use common::{cluster::Cluster, jvm::run_kafka_tool};
+use common::{
+    cluster::{run_weir, Cluster},
+    jvm::run_kafka_tool,
+};
 
 /// `describe ARGS` through `bootstrap`; the tool's output, which must succeed.
 fn describe(bootstrap: &str, what: &str) -> String {
@@ -104,4 +115,115 @@ fn the_quorum_tool_shows_the_voters_an_observer_and_a_new_leader_after_a_kill() 
         assert!(Instant::now() < deadline, "no new leader named: {status}");
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// Creates topics one after another through `bootstrap` until `stop`; the longest time
+/// between two successful creates, and how many succeeded.
+fn create_topics_until(bootstrap: String, stop: Arc<AtomicBool>) -> (Duration, u32) {
+    let (mut last, mut longest, mut created) = (Instant::now(), Duration::ZERO, 0u32);
+    while !stop.load(Ordering::Relaxed) {
+        let name = format!("written-{created}");
+        let (ok, _) = run_weir(&["topics", "--bootstrap", &bootstrap, "create", &name]);
+        if ok {
+            longest = longest.max(last.elapsed());
+            last = Instant::now();
+            created += 1;
+        } else {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    (longest.max(last.elapsed()), created)
+}
+
+/// `weir cluster ARGS --controller CONTROLLER`, which must succeed; its output.
+fn cluster_command(controller: &str, args: &[&str]) -> String {
+    let mut all = vec!["cluster"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--controller", controller]);
+    let (ok, out) = run_weir(&all);
+    assert!(ok, "weir {all:?}: {out}");
+    out
+}
+
+/// The voter ids `describe --status` lists, once `want` holds of them (or panics).
+fn voters_once(bootstrap: &str, want: impl Fn(&[u64]) -> bool) -> Vec<u64> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = describe(bootstrap, "--status");
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("CurrentVoters:"))
+            .unwrap_or_default();
+        let ids: Vec<u64> = line
+            .split("\"id\": ")
+            .skip(1)
+            .filter_map(|s| s.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+            .collect();
+        if want(&ids) {
+            return ids;
+        }
+        assert!(Instant::now() < deadline, "voters stayed {ids:?}: {status}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn voters_join_and_leave_while_topics_are_created_without_pause() {
+    let mut cluster = Cluster::start(3, 1);
+    let listen = cluster.unstarted_host(4, 1, &[]).controller();
+    let joining = [
+        "--process-roles",
+        "broker,controller",
+        "--controller-listen",
+        &listen,
+    ];
+    let mut fourth = cluster.unstarted_host(4, 1, &joining);
+    fourth.voter = true;
+    fourth.spawn();
+    fourth.wait_serving();
+    cluster.hosts.push(fourth);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b4 = cluster.host(4).bootstrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (bootstrap, stop) = (cluster.host(1).bootstrap(), Arc::clone(&stop));
+        std::thread::spawn(move || create_topics_until(bootstrap, stop))
+    };
+    let c1 = cluster.host(1).controller();
+    let out = cluster_command(&c1, &["add-voter", "--node", "4", "--address", &listen]);
+    assert!(out.contains(&format!("4@{listen}")), "{out}");
+    voters_once(&b4, |v| v == [1, 2, 3, 4]);
+    // The leader itself leaves; another voter takes over.
+    let leader = cluster.leader();
+    let via = cluster.host(if leader == 4 { 1 } else { 4 }).controller();
+    cluster_command(&via, &["remove-voter", "--node", &leader.to_string()]);
+    voters_once(&b4, |v| v.len() == 3 && !v.contains(&u64::from(leader)));
+    // A voter's disk replaced: out of the quorum, wiped, back in.
+    let replaced = (1..=4).find(|h| *h != leader && *h != 4).expect("a voter");
+    let address = cluster.host(replaced).controller();
+    cluster_command(&via, &["remove-voter", "--node", &replaced.to_string()]);
+    let host = cluster.host(replaced);
+    host.kill();
+    std::fs::remove_dir_all(host.data_dir.join("controller")).expect("wipe its quorum state");
+    host.spawn();
+    host.wait_serving();
+    cluster_command(
+        &via,
+        &[
+            "add-voter",
+            "--node",
+            &replaced.to_string(),
+            "--address",
+            &address,
+        ],
+    );
+    voters_once(&b4, |v| v.len() == 3 && v.contains(&u64::from(replaced)));
+    stop.store(true, Ordering::Relaxed);
+    let (longest, created) = writer.join().expect("writer");
+    eprintln!("{created} topics created; the longest wait between two: {longest:?}");
+    assert!(created > 10, "topics were created throughout ({created})");
+    assert!(
+        longest < Duration::from_secs(5),
+        "metadata writes stopped for {longest:?} (an election takes about one second)"
+    );
 }

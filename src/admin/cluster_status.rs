@@ -1,7 +1,7 @@
 //! `weir cluster status`: asks a controller (any voter; it follows the leader) for the
 //! quorum, the hosts and the degraded partitions, and prints them as a table or as
 //! JSON; `weir cluster rebalance-leaders` asks it to hand leadership back to the
-//! preferred replicas.
+//! preferred replicas; `weir cluster add-voter/remove-voter` change the quorum.
 
 use std::{fmt::Write, time::Duration};
 
@@ -83,6 +83,46 @@ pub fn drain(
     })
 }
 
+/// `weir cluster add-voter --node ID --address HOST:PORT`: the running controller `id`
+/// joins the quorum once it holds the metadata log. Returns the voters after it.
+pub fn add_voter(
+    controller: &ControllerAddr,
+    id: u64,
+    address: &str,
+) -> Result<Vec<(u64, String)>, StatusError> {
+    let request = Request::AddVoter {
+        id,
+        address: address.to_string(),
+    };
+    ask_leader_within(controller, &request, VOTER_CHANGE_WAIT, voters_changed)
+}
+
+/// `weir cluster remove-voter --node ID`. Returns the voters after it.
+pub fn remove_voter(
+    controller: &ControllerAddr,
+    id: u64,
+) -> Result<Vec<(u64, String)>, StatusError> {
+    ask_leader_within(
+        controller,
+        &Request::RemoveVoter { id },
+        VOTER_CHANGE_WAIT,
+        voters_changed,
+    )
+}
+
+fn voters_changed(
+    response: Response,
+) -> Result<Result<Vec<(u64, String)>, MetadataError>, std::io::Error> {
+    match response {
+        Response::VotersChanged(answer) => Ok(answer),
+        other => Err(rpc::unexpected(&other)),
+    }
+}
+
+/// How long a voter change may take: a new voter first copies the metadata log (the
+/// leader gives it 30 s), then the change commits.
+const VOTER_CHANGE_WAIT: Duration = Duration::from_secs(45);
+
 /// What `drain --reassign` of host `host` started, as `status` shows it: how many of
 /// its replicas move off it, and how many stay (no other live host without a replica
 /// of their partition, or a move of that partition already underway).
@@ -130,6 +170,16 @@ fn ask_leader<T>(
     request: &Request,
     answer: impl Fn(Response) -> Result<Result<T, MetadataError>, std::io::Error>,
 ) -> Result<T, StatusError> {
+    ask_leader_within(controller, request, Duration::from_secs(5), answer)
+}
+
+/// [`ask_leader`], each answer awaited for up to `wait`.
+fn ask_leader_within<T>(
+    controller: &ControllerAddr,
+    request: &Request,
+    wait: Duration,
+    answer: impl Fn(Response) -> Result<Result<T, MetadataError>, std::io::Error>,
+) -> Result<T, StatusError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -142,14 +192,13 @@ fn ask_leader<T>(
         let mut addr = controller.addr.clone();
         loop {
             let mut client = rpc::Client::new(addr.clone(), controller.tls.clone());
-            let response =
-                client
-                    .call(request, Duration::from_secs(5))
-                    .await
-                    .map_err(|source| StatusError::Io {
-                        addr: addr.clone(),
-                        source,
-                    })?;
+            let response = client
+                .call(request, wait)
+                .await
+                .map_err(|source| StatusError::Io {
+                    addr: addr.clone(),
+                    source,
+                })?;
             let leader = match answer(response) {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(MetadataError::NotLeader { leader })) => leader,

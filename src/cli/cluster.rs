@@ -1,5 +1,5 @@
-//! `weir cluster`: the controller quorum and the hosts, leadership rebalancing and
-//! draining a host before maintenance.
+//! `weir cluster`: the controller quorum and the hosts, leadership rebalancing,
+//! draining a host before maintenance, and adding or removing voters.
 
 use std::path::PathBuf;
 
@@ -48,6 +48,29 @@ enum ClusterCommand {
         /// End the drain (leadership returns with the next rebalance).
         #[arg(long)]
         undo: bool,
+        #[command(flatten)]
+        controller: Controller,
+    },
+    /// Make a running controller a voter (KIP-853's add-controller): start it first with
+    /// `weir serve --process-roles broker,controller` (or controller) and its own
+    /// --controller-listen; it copies the metadata log, then the voter set changes.
+    AddVoter {
+        /// Its node id.
+        #[arg(long)]
+        node: u64,
+        /// Its controller address, as the other voters reach it.
+        #[arg(long, value_name = "HOST:PORT")]
+        address: String,
+        #[command(flatten)]
+        controller: Controller,
+    },
+    /// Take a voter out of the controller quorum (KIP-853's remove-controller); the
+    /// last voter stays. To replace a voter's disk: remove it, start it on an empty
+    /// data directory, and add it again.
+    RemoveVoter {
+        /// Its node id.
+        #[arg(long)]
+        node: u64,
         #[command(flatten)]
         controller: Controller,
     },
@@ -140,7 +163,32 @@ impl Cluster {
                     println!("{}", cluster_status::moves_off(&status, node));
                 }
             }
+            ClusterCommand::AddVoter {
+                node,
+                address,
+                controller,
+            } => {
+                let controller = controller.addr()?;
+                let voters = cluster_status::add_voter(&controller, node, &address)
+                    .with_context(|| format!("asking controller {}", controller.addr))?;
+                println!("voters: {}", voter_list(&voters));
+            }
+            ClusterCommand::RemoveVoter { node, controller } => {
+                let controller = controller.addr()?;
+                let voters = cluster_status::remove_voter(&controller, node)
+                    .with_context(|| format!("asking controller {}", controller.addr))?;
+                println!("voters: {}", voter_list(&voters));
+            }
         }
         Ok(())
     }
+}
+
+/// `ID@HOST:PORT,…`, as --controller-quorum-voters takes them.
+fn voter_list(voters: &[(u64, String)]) -> String {
+    voters
+        .iter()
+        .map(|(id, addr)| format!("{id}@{addr}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }

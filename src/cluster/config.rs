@@ -35,9 +35,6 @@ pub enum ClusterConfigError {
     /// `--process-roles` holds something other than broker and controller.
     #[error("{0:?} is not a list of broker and controller")]
     Roles(String),
-    /// A controller must be one of the voters.
-    #[error("node {0} has the controller role but is not in --controller-quorum-voters")]
-    ControllerNotVoter(u32),
     /// A voter must run the controller.
     #[error("node {0} is a voter but --process-roles lacks controller")]
     VoterNotController(u32),
@@ -123,15 +120,14 @@ pub struct ClusterConfig {
 }
 
 impl ClusterConfig {
-    /// Checks that the roles of host `node_id` agree with the voter list.
+    /// Checks that the roles of host `node_id` agree with the voter list: a founding
+    /// voter runs the controller. A controller that is not one of them joins the
+    /// quorum later, when `weir cluster add-voter` names it.
     pub fn validate(&self, node_id: u32) -> Result<(), ClusterConfigError> {
         if node_id > HOST_ID_MAX {
             return Err(ClusterConfigError::NodeId(u64::from(node_id)));
         }
         let voter = self.voters.iter().any(|v| v.id == node_id);
-        if self.roles.controller && !voter {
-            return Err(ClusterConfigError::ControllerNotVoter(node_id));
-        }
         if voter && !self.roles.controller {
             return Err(ClusterConfigError::VoterNotController(node_id));
         }
@@ -201,10 +197,7 @@ mod tests {
             tls: None,
             auto_leader_rebalance: true,
         };
-        assert_eq!(
-            c.validate(3),
-            Err(ClusterConfigError::ControllerNotVoter(3))
-        );
+        assert_eq!(c.validate(3), Ok(()), "a controller waiting to be added");
         c.roles.controller = false;
         assert_eq!(c.validate(3), Ok(()));
         assert_eq!(

@@ -151,6 +151,19 @@ pub enum Request {
     Change(MetadataChange),
     /// `weir cluster status`.
     Status,
+    /// `weir cluster add-voter`: the controller `id` (running, not yet a voter) at
+    /// `address` joins the quorum.
+    AddVoter {
+        /// Its host id.
+        id: u64,
+        /// Its controller address, `HOST:PORT`.
+        address: String,
+    },
+    /// `weir cluster remove-voter`.
+    RemoveVoter {
+        /// The voter's host id.
+        id: u64,
+    },
 }
 
 /// A controller's response, one variant per request.
@@ -171,6 +184,9 @@ pub enum Response {
     Changed(Result<u64, MetadataError>),
     /// To [`Request::Status`].
     Status(Result<ClusterStatus, MetadataError>),
+    /// To [`Request::AddVoter`] and [`Request::RemoveVoter`]: the voters after the
+    /// change, id and controller address.
+    VotersChanged(Result<Vec<(u64, String)>, MetadataError>),
 }
 
 /// Writes one frame.

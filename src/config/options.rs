@@ -136,8 +136,9 @@ pub struct ServeOptions {
     #[arg(long, value_name = "HOST:PORT", help_heading = "Cluster")]
     #[serde(default, deserialize_with = "parsed")]
     pub controller_listen: Option<SocketAddr>,
-    /// broker, controller or broker,controller (Kafka's process.roles).
-    /// [default: broker, plus controller when the node id is a voter]
+    /// broker, controller or broker,controller (Kafka's process.roles). A controller not
+    /// in --controller-quorum-voters joins the quorum when `weir cluster add-voter`
+    /// names it. [default: broker, plus controller when the node id is a voter]
     #[arg(long, value_name = "ROLES", help_heading = "Cluster")]
     pub process_roles: Option<String>,
     /// A host that has not heartbeaten to the controller for this long is fenced

@@ -12,6 +12,7 @@
 
 mod sessions;
 mod status;
+mod voters;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -188,7 +189,13 @@ impl Controller {
             .is_initialized()
             .await
             .map_err(|e| ControllerError::Raft(e.to_string()))?;
-        if !initialized {
+        let founding = config.voters.iter().any(|v| v.id == host);
+        if !initialized && !founding {
+            tracing::info!(
+                "this controller is not one of --controller-quorum-voters: it joins the quorum once `weir cluster add-voter` names it"
+            );
+        }
+        if !initialized && founding {
             let members: BTreeMap<u64, BasicNode> = config
                 .voters
                 .iter()
@@ -280,6 +287,10 @@ impl Controller {
             Request::Heartbeat(h) => Response::Heartbeat(self.heartbeat(h).await),
             Request::Change(c) => Response::Changed(self.change(c).await),
             Request::Status => Response::Status(self.status()),
+            Request::AddVoter { id, address } => {
+                Response::VotersChanged(self.add_voter(id, address).await)
+            }
+            Request::RemoveVoter { id } => Response::VotersChanged(self.remove_voter(id).await),
         }
     }
 

@@ -29,12 +29,7 @@ impl Controller {
         self.leader_only()?;
         let applied = self.applied();
         let metrics = self.raft.metrics().borrow().clone();
-        let voters: Vec<(u64, String)> = metrics
-            .membership_config
-            .membership()
-            .nodes()
-            .map(|(id, n)| (*id, n.addr.clone()))
-            .collect();
+        let voters = self.voters();
         let heartbeats = self
             .heartbeats
             .lock()
