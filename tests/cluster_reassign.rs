@@ -1,7 +1,7 @@
 //! Kafka's `kafka-reassign-partitions.sh` (org.apache.kafka.tools.reassign.
 //! ReassignPartitionsCommand from kafka-tools 4.4.0) against three weir hosts: a
 //! partition moves to another host and another gains a replica, `--verify` reports both
-//! completed (clearing the throttles it would have set) and every record is still there,
+//! completed (clearing the throttle it set) and every record is still there,
 //! read from the new leaders; a move that cannot finish (its new replica's host cut off
 //! from the leader's) is listed with its adding replica and cancelled, giving the
 //! partition back its replicas.
@@ -72,24 +72,17 @@ fn partitions_move_between_hosts_and_keep_every_record() {
     ];
     let dir = tempfile::tempdir().expect("tempdir");
     let file = plan(dir.path(), "moved", &targets);
-    let throttled = [
-        "--execute",
-        "--reassignment-json-file",
-        &file,
-        "--throttle",
-        "50000000",
-    ];
-    let (ok, out) = reassign(&b1, &throttled);
-    assert!(
-        !ok && out.contains("unknown topic config \"follower.replication.throttled.replicas\""),
-        "no replication throttle to set: {out}"
+    // A throttle far above what the move copies: set, then cleared by --verify.
+    let (ok, out) = reassign(
+        &b1,
+        &[
+            "--execute",
+            "--reassignment-json-file",
+            &file,
+            "--throttle",
+            "50000000",
+        ],
     );
-    assert_eq!(
-        describe(&b1, "moved")[0].replicas,
-        rows[0].replicas,
-        "nothing moved"
-    );
-    let (ok, out) = reassign(&b1, &["--execute", "--reassignment-json-file", &file]);
     assert!(ok, "{out}");
     assert!(
         out.contains("Successfully started partition reassignment"),
@@ -219,4 +212,93 @@ fn a_move_that_cannot_finish_is_listed_and_cancelled() {
         ok && out.contains("No partition reassignments found"),
         "{out}"
     );
+}
+
+/// The broker configs `kafka-configs.sh --describe` shows for node `node`.
+fn broker_configs(bootstrap: &str, node: i64) -> String {
+    let (ok, out) = run_kafka_tool(
+        "org.apache.kafka.tools.ConfigCommand",
+        bootstrap,
+        &[
+            "--describe",
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            &node.to_string(),
+        ],
+    );
+    assert!(ok, "{out}");
+    out
+}
+
+#[test]
+fn a_throttled_move_copies_no_faster_than_its_rate() {
+    let mut cluster = Cluster::start(3, 1);
+    cluster.converged_metadata(Duration::from_secs(15));
+    let b1 = cluster.host(1).bootstrap();
+    create_topic(&b1, "heavy", 1, 1);
+    let rows = wait_for(&b1, "heavy", Duration::from_secs(15), "led", |r| {
+        r.leader >= 0
+    });
+    // 6 MB to copy at 1 MB/s: at least 5 s once the first second's burst is spent.
+    let record = "x".repeat(1000);
+    let lines: String = (0..6000).map(|i| format!("{i:06}{record}\n")).collect();
+    kcat(&["-b", &b1, "-P", "-t", "heavy", "-p", "0"], Some(&lines));
+    let leader = rows[0].replicas[0];
+    let added = other_than(&rows[0].replicas);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = plan(dir.path(), "heavy", &[(0, vec![leader, added])]);
+    let started = Instant::now();
+    let (ok, out) = reassign(
+        &b1,
+        &[
+            "--execute",
+            "--reassignment-json-file",
+            &file,
+            "--throttle",
+            "1000000",
+        ],
+    );
+    assert!(ok, "{out}");
+    assert!(
+        broker_configs(&b1, leader).contains("leader.replication.throttled.rate=1000000"),
+        "the leader's rate is set"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let took = loop {
+        let (ok, out) = reassign(&b1, &["--verify", "--reassignment-json-file", &file]);
+        assert!(ok, "{out}");
+        if out.contains("Reassignment of partition heavy-0 is completed") {
+            break started.elapsed();
+        }
+        assert!(Instant::now() < deadline, "never completed: {out}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    eprintln!("6 MB copied under a 1 MB/s throttle in {took:?}");
+    assert!(
+        took >= Duration::from_secs(4),
+        "the throttle held the copy back: {took:?}"
+    );
+    assert!(
+        !broker_configs(&b1, leader).contains("throttled.rate"),
+        "--verify cleared the rate"
+    );
+    let read = kcat(
+        &[
+            "-b",
+            &b1,
+            "-C",
+            "-t",
+            "heavy",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+        ],
+        None,
+    );
+    assert_eq!(read, lines, "every record, in order");
+    let row = &describe(&b1, "heavy")[0];
+    assert_eq!(row.isr.len(), 2, "the new replica is in sync: {row:?}");
 }

@@ -165,6 +165,11 @@ impl Handler for DescribeConfigs {
                     result.configs.push(c);
                 }
             }
+            if resource.resource_type == BROKER && result.error_code == 0 {
+                result
+                    .configs
+                    .extend(super::broker_configs::describe(ctx, name));
+            }
             response.results.push(result);
         }
         Reply::Respond(response)

@@ -27,8 +27,9 @@ use kafka_protocol::{
 };
 
 use crate::{
+    metadata::replication_throttle::LEADER_RATE,
     metrics::ShardMetrics,
-    replication::FetchCheck,
+    replication::{FetchCheck, Replication},
     security::acl::Operation,
     shard::context::{PartitionError, ShardContext},
     storage::{partition_txns::AbortedTxn, Offset, StorageError},
@@ -56,6 +57,15 @@ async fn read_all(
     // READ_COMMITTED (v4+): nothing at or past the LSO, and the aborted transactions.
     let read_committed = version >= 4 && req.isolation_level == 1 && !replica;
     let mut budget = (req.max_bytes.max(0) as usize).min(RESPONSE_RECORD_BYTES_MAX);
+    // A follower's fetch may be throttled (a reassignment's new replicas).
+    let snapshot = replica.then(|| ctx.metadata());
+    let throttle_rate = |name: &str, p: i32| {
+        let s = snapshot.as_ref()?;
+        let topic = s.topics.get(name)?;
+        let state = topic.states.get(usize::try_from(p).ok()?)?;
+        let rate = s.view.throttles.rate(ctx.node, LEADER_RATE);
+        Replication::throttled_rate(rate, &topic.configs, state, p, ctx.node, req.replica_id.0)
+    };
     let mut total = 0usize;
     let mut errors = false;
     let mut topics = Vec::with_capacity(req.topics.len());
@@ -136,6 +146,12 @@ async fn read_all(
                         }
                     }
                     let max = (partition.partition_max_bytes.max(0) as usize).min(budget);
+                    let throttled = throttle_rate(name, partition.partition);
+                    let held_back = throttled.is_some_and(|rate| {
+                        !ctx.replication
+                            .leader_throttle()
+                            .allows(rate, Instant::now())
+                    });
                     let mut stable = None;
                     let result = if partition.fetch_offset < 0 {
                         Err(StorageError::OffsetOutOfRange {
@@ -143,8 +159,8 @@ async fn read_all(
                             log_start: log.log_start_offset(),
                             high_watermark: log.high_watermark(),
                         })
-                    } else if max == 0 && total > 0 {
-                        // Out of response budget: report offsets only.
+                    } else if (max == 0 && total > 0) || held_back {
+                        // Out of response budget, or of the throttle's: offsets only.
                         log.read(offset, 0).await.map(|mut r| {
                             r.records = Bytes::new();
                             r
@@ -178,6 +194,9 @@ async fn read_all(
                             }
                             total += read.records.len();
                             budget = budget.saturating_sub(read.records.len());
+                            if throttled.is_some() {
+                                ctx.replication.leader_throttle().spend(read.records.len());
+                            }
                             d.records = Some(read.records);
                         }
                         Err(

@@ -1,7 +1,6 @@
 //! IncrementalAlterConfigs: sets, deletes, appends to or subtracts from single topic
 //! config overrides, leaving the others as they are (what Kafka's tools send today).
-//! A host's settings come from its command line: deleting a broker override is
-//! accepted and changes nothing, setting one is refused.
+//! A broker's are its replication throttle rates ([`super::broker_configs`]).
 
 use std::rc::Rc;
 
@@ -11,16 +10,14 @@ use kafka_protocol::{
         IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
     },
     protocol::StrBytes,
-    ResponseError,
 };
 
 use crate::{
     metadata::topic_config::{ConfigError, TopicConfigs},
-    security::acl::Operation,
     shard::context::ShardContext,
 };
 
-use super::{alter_configs::alter_topic, authorize::Access, Call, Handler, Reply};
+use super::{alter_configs::alter_topic, authorize::Access, broker_configs, Call, Handler, Reply};
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;
@@ -82,20 +79,6 @@ fn apply(
     Ok(())
 }
 
-/// Deletes a host's dynamic overrides: it has none (its settings come from its command
-/// line), so this changes nothing once ALTER_CONFIGS on the cluster allows it — what
-/// Kafka's reassignment tool sends to clear throttles it never set here.
-fn delete_broker_overrides(access: &Access) -> Result<(), (ResponseError, String)> {
-    if access.cluster(Operation::AlterConfigs) {
-        Ok(())
-    } else {
-        Err((
-            ResponseError::ClusterAuthorizationFailed,
-            "ALTER_CONFIGS on the cluster is needed".into(),
-        ))
-    }
-}
-
 /// Changes single overrides of each topic.
 pub struct IncrementalAlterConfigs;
 
@@ -115,12 +98,15 @@ impl Handler for IncrementalAlterConfigs {
         let mut response = IncrementalAlterConfigsResponse::default();
         let access = Access::of(&ctx, &call).await;
         for resource in &req.resources {
-            let deletes_only = resource
-                .configs
-                .iter()
-                .all(|c| c.config_operation == DELETE);
-            let outcome = if resource.resource_type == BROKER && deletes_only {
-                delete_broker_overrides(&access)
+            let outcome = if resource.resource_type == BROKER {
+                broker_configs::alter(
+                    &ctx,
+                    &access,
+                    resource.resource_name.as_str(),
+                    &resource.configs,
+                    req.validate_only,
+                )
+                .await
             } else {
                 alter_topic(
                     &ctx,

@@ -16,6 +16,7 @@ pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod authorize;
+pub mod broker_configs;
 pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;

@@ -17,6 +17,7 @@ pub use super::metadata_change::MetadataChange;
 use super::{
     partition_state::{IsrRefusal, PartitionState},
     placement::{host_of, node_id, place, replicas, shard_of, NodeId, ShardId},
+    replication_throttle::BrokerThrottles,
     topic::TopicInfo,
     topic_config::TopicConfigs,
 };
@@ -90,6 +91,9 @@ pub struct ClusterState {
     /// Users' credentials (absent in metadata written before SASL: none).
     #[serde(default)]
     pub security: SecurityState,
+    /// Brokers' replication throttle rates (none set: absent).
+    #[serde(default)]
+    pub throttles: BrokerThrottles,
 }
 
 /// Why metadata could not be changed or read. Travels between hosts.
@@ -248,6 +252,13 @@ pub enum Command {
     },
     /// A change to the users' credentials.
     Security(SecurityChange),
+    /// Broker `node`'s replication throttle rates set (`Some`) or removed.
+    SetBrokerThrottles {
+        /// The broker, or every broker's default.
+        node: i32,
+        /// Config name and rate.
+        set: Vec<(String, Option<u64>)>,
+    },
 }
 
 impl ClusterState {
@@ -423,6 +434,11 @@ impl ClusterState {
             }
             Command::Reassign { moves } => self.reassign(&moves),
             Command::Security(change) => self.security.apply(&change),
+            Command::SetBrokerThrottles { node, set } => {
+                for (key, rate) in set {
+                    self.throttles.set(node, &key, rate);
+                }
+            }
         }
         Ok(())
     }

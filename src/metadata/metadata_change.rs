@@ -78,6 +78,14 @@ pub enum MetadataChange {
         /// Topic, partition and target replicas of each.
         moves: Vec<ReplicaMove>,
     },
+    /// IncrementalAlterConfigs of a broker's replication throttle rates (Kafka's
+    /// dynamic broker configs; [`super::replication_throttle`]).
+    SetBrokerThrottles {
+        /// The broker's node id, or every broker's default.
+        node: i32,
+        /// Config name and rate in bytes a second (`None` removes it).
+        set: Vec<(String, Option<u64>)>,
+    },
     /// Kafka's ElectLeaders: each partition led by its preferred replica where that
     /// one is live and in sync, or (`unclean`) a partition without a leader led by a
     /// live replica even out of sync.

@@ -13,6 +13,7 @@ pub mod producer_ids;
 pub mod registry;
 pub mod registry_files;
 pub mod replica_moves;
+pub mod replication_throttle;
 pub mod topic;
 pub mod topic_config;
 pub mod topic_name;

@@ -28,6 +28,7 @@ use super::{
     controller_link::{ControllerCall, ControllerLink, QuorumMember, QuorumStatus},
     placement::{node_id, place, shard_of, NodeId},
     registry_files::{read_json, write_json, ClusterFile, FileError, RegistryFile, CLUSTER_FILE},
+    replication_throttle::BrokerThrottles,
     topic_config::{validate_all, ConfigError, TopicConfigs},
 };
 
@@ -121,6 +122,8 @@ pub struct ClusterView {
     pub controller: Option<NodeId>,
     /// The ACLs.
     pub acls: std::sync::Arc<Vec<crate::security::acl::AclBinding>>,
+    /// Brokers' replication throttle rates.
+    pub throttles: BrokerThrottles,
 }
 
 /// The shared topic registry. `Send + Sync`: one per broker.
@@ -264,6 +267,7 @@ impl TopicRegistry {
             coordinators,
             controller: s.controller,
             acls: std::sync::Arc::new(s.cluster.security.acls.clone()),
+            throttles: s.cluster.throttles.clone(),
         }
     }
 

@@ -4,6 +4,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
+use super::replication_throttle::{ThrottledReplicas, FOLLOWER_REPLICAS, LEADER_REPLICAS};
 use crate::storage::{CleanupPolicy, LogConfig};
 
 /// A topic's overrides: Kafka config name → value, as given.
@@ -22,6 +23,14 @@ pub const KEYS: &[(&str, &str)] = &[
     ("delete.retention.ms", "milliseconds, at least 0"),
     ("min.compaction.lag.ms", "milliseconds, at least 0"),
     ("unclean.leader.election.enable", "true or false"),
+    (
+        LEADER_REPLICAS,
+        "* or partition:broker pairs, comma-separated",
+    ),
+    (
+        FOLLOWER_REPLICAS,
+        "* or partition:broker pairs, comma-separated",
+    ),
 ];
 
 /// Why a topic config was refused: the key, and what it accepts. Kafka's
@@ -58,6 +67,7 @@ pub fn validate(key: &str, value: &str) -> Result<(), ConfigError> {
         "cleanup.policy" => cleanup_policy(value).is_some(),
         "message.timestamp.type" => value == "CreateTime" || value == "LogAppendTime",
         "unclean.leader.election.enable" => value == "true" || value == "false",
+        LEADER_REPLICAS | FOLLOWER_REPLICAS => ThrottledReplicas::parse(value).is_some(),
         "retention.ms" | "retention.bytes" => number(value, -1).is_some(),
         "segment.bytes" => number(value, 1 << 20).is_some(),
         "segment.ms" | "max.message.bytes" | "min.insync.replicas" => number(value, 1).is_some(),

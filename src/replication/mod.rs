@@ -13,6 +13,7 @@ pub mod lag_report;
 pub mod progress;
 pub mod roles;
 pub mod sessions;
+pub mod throttle;
 
 use std::{
     cell::RefCell,
@@ -41,6 +42,8 @@ pub struct Replication {
     proposing: RefCell<HashSet<PartitionKey>>,
     /// Offsets journal partitions this shard leads whose commits are applied to LMDB.
     journals_ready: RefCell<HashSet<u32>>,
+    /// What this shard may still send to throttled followers.
+    throttle: throttle::LeaderThrottle,
 }
 
 /// What a leader makes of a replica's fetch.

@@ -99,6 +99,7 @@ impl Default for MetadataView {
                     coordinators: Vec::new(),
                     controller: None,
                     acls: Default::default(),
+                    throttles: Default::default(),
                 },
                 topics: BTreeMap::new(),
             })),

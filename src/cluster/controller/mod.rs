@@ -597,6 +597,9 @@ impl Controller {
                 unclean,
             },
             MetadataChange::Reassign { moves } => Command::Reassign { moves },
+            MetadataChange::SetBrokerThrottles { node, set } => {
+                Command::SetBrokerThrottles { node, set }
+            }
         };
         self.propose(cmd).await
     }
