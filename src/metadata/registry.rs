@@ -25,7 +25,7 @@ use std::{
 
 use super::{
     cluster_state::{ClusterState, HostRecord, MetadataChange, MetadataError, OFFSETS_TOPIC},
-    controller_link::{ControllerCall, ControllerLink, QuorumMember, QuorumStatus},
+    controller_link::ControllerLink,
     placement::{node_id, place, shard_of, NodeId},
     registry_files::{read_json, write_json, ClusterFile, FileError, RegistryFile, CLUSTER_FILE},
     replication_throttle::BrokerThrottles,
@@ -215,6 +215,7 @@ impl TopicRegistry {
     }
 }
 
+mod controller_calls;
 mod security;
 
 /// The topics of the `topics.json` at `path` (none when it does not exist).
@@ -300,64 +301,6 @@ impl TopicRegistry {
             isr,
         })
         .await
-    }
-
-    /// True when a controller quorum keeps the metadata (several hosts may hold
-    /// replicas), false for a single host.
-    pub fn is_clustered(&self) -> bool {
-        matches!(self.backend, Backend::Controller(_))
-    }
-
-    /// Sends `change` to the controller and waits until this host has installed the
-    /// metadata that includes it. A single host has no controller: nothing is asked.
-    pub async fn ask_controller(&self, change: MetadataChange) -> Result<(), RegistryError> {
-        let Backend::Controller(link) = &self.backend else {
-            return Ok(());
-        };
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        link.send(ControllerCall::Change { change, reply })
-            .map_err(|_| agent_gone())?;
-        let index = answer.await.map_err(|_| agent_gone())??;
-        let deadline = std::time::Instant::now() + PUBLISH_WAIT;
-        while self.version() < index {
-            if std::time::Instant::now() > deadline {
-                return Err(MetadataError::Unavailable(format!(
-                    "change applied at index {index} has not reached this host"
-                ))
-                .into());
-            }
-            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
-        }
-        Ok(())
-    }
-
-    /// The controller quorum as its leader sees it. A single host is a quorum of one:
-    /// itself, leading since it started, holding every version it wrote.
-    pub async fn describe_quorum(&self) -> Result<QuorumStatus, RegistryError> {
-        let host = match &self.backend {
-            Backend::Local { host } => u64::from(*host),
-            Backend::Controller(link) => {
-                let (reply, answer) = tokio::sync::oneshot::channel();
-                link.send(ControllerCall::Quorum { reply })
-                    .map_err(|_| agent_gone())?;
-                return Ok(answer.await.map_err(|_| agent_gone())??);
-            }
-        };
-        let end = self.version() + 1;
-        let now = unix_ms();
-        Ok(QuorumStatus {
-            leader: host,
-            term: 1,
-            high_watermark: end,
-            voters: vec![QuorumMember {
-                host,
-                log_end: Some(end),
-                last_heard_ms: Some(now),
-                caught_up_ms: Some(now),
-                address: None,
-            }],
-            observers: Vec::new(),
-        })
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -635,18 +578,6 @@ impl TopicRegistry {
             Backend::Controller(_) => Vec::new(),
         }
     }
-}
-
-/// The error of a call the host's controller agent can no longer take.
-fn agent_gone() -> MetadataError {
-    MetadataError::Unavailable("the controller agent has stopped".into())
-}
-
-/// Now, in Unix milliseconds.
-fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]
