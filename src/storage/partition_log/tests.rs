@@ -353,3 +353,49 @@ fn appends_in_a_round_begun_before_a_failed_sync_finished_fail_too() {
         storage.shutdown().await;
     });
 }
+
+#[test]
+fn a_replica_promoted_to_leader_answers_a_retry_of_what_it_copied() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let leader = open_t0(&storage, dir.path()).await;
+        let follower = storage
+            .open_log(&dir.path().join("t-1"), LogConfig::default())
+            .await
+            .expect("open")
+            .0;
+        for seq in [0, 3] {
+            let a = leader.append(&idempotent(seq, 0), 0).await.expect("append");
+            a.durable.await.expect("durable");
+        }
+        // The follower copies both batches as its leader stored them.
+        let copied = leader.read_replica(Offset(0), 1 << 20).await.expect("read");
+        let payload = ProducePayload::validate(copied.records, 1 << 20).expect("valid");
+        let a = follower.append_replica(&payload).await.expect("copy");
+        a.durable.await.expect("durable");
+        // Promoted at epoch 1, it gets the producer's retry of the last batch.
+        let retry = follower.append(&idempotent(3, 0), 1).await.expect("retry");
+        assert_eq!(
+            (retry.base_offset, retry.last_offset),
+            (Offset(3), Offset(5))
+        );
+        assert_eq!(follower.log_end(), Offset(6), "stored once");
+        // So does a follower that restarted before it was promoted.
+        follower.close().await.expect("close");
+        let reopened = storage
+            .open_log(&dir.path().join("t-1"), LogConfig::default())
+            .await
+            .expect("reopen")
+            .0;
+        let retry = reopened.append(&idempotent(3, 0), 2).await.expect("retry");
+        assert_eq!(retry.base_offset, Offset(3));
+        assert_eq!(reopened.log_end(), Offset(6), "stored once after a restart");
+        let next = reopened.append(&idempotent(6, 0), 2).await.expect("next");
+        assert_eq!(next.base_offset, Offset(6));
+        for log in [leader, reopened] {
+            log.close().await.expect("close");
+        }
+        storage.shutdown().await;
+    });
+}
