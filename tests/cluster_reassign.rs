@@ -20,7 +20,7 @@ use common::{
     jvm::run_kafka_tool,
     kcat,
     netns::Network,
-    partitions::{describe, wait_for},
+    partitions::{describe, wait_for, Row},
 };
 
 /// Runs the tool through `bootstrap` with `args`; returns its exit success and output.
@@ -52,15 +52,63 @@ fn other_than(taken: &[i64]) -> i64 {
         .expect("a free host")
 }
 
-#[test]
-fn partitions_move_between_hosts_and_keep_every_record() {
+/// Three hosts of one shard each, with `topic` (`partitions`, one replica each)
+/// created and led: the cluster, host 1's bootstrap and the partitions.
+fn three_hosts_with(topic: &str, partitions: u32) -> (Cluster, String, Vec<Row>) {
     let mut cluster = Cluster::start(3, 1);
     cluster.converged_metadata(Duration::from_secs(15));
     let b1 = cluster.host(1).bootstrap();
-    create_topic(&b1, "moved", 2, 1);
-    let rows = wait_for(&b1, "moved", Duration::from_secs(15), "led", |r| {
+    create_topic(&b1, topic, partitions, 1);
+    let rows = wait_for(&b1, topic, Duration::from_secs(15), "led", |r| {
         r.leader >= 0
     });
+    (cluster, b1, rows)
+}
+
+/// Runs `--verify` of `file` every `every` until it reports each of `partitions` (as
+/// `topic-p`) completed, for at most a minute; its last output.
+fn verify_until_completed(
+    bootstrap: &str,
+    file: &str,
+    partitions: &[&str],
+    every: Duration,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (ok, out) = reassign(bootstrap, &["--verify", "--reassignment-json-file", file]);
+        assert!(ok, "{out}");
+        let completed =
+            |p: &&str| out.contains(&format!("Reassignment of partition {p} is completed"));
+        if partitions.iter().all(completed) {
+            return out;
+        }
+        assert!(Instant::now() < deadline, "never completed: {out}");
+        std::thread::sleep(every);
+    }
+}
+
+/// Every record of `topic` partition `p`, read from the start.
+fn read_back(bootstrap: &str, topic: &str, p: &str) -> String {
+    kcat(
+        &[
+            "-b",
+            bootstrap,
+            "-C",
+            "-t",
+            topic,
+            "-p",
+            p,
+            "-o",
+            "beginning",
+            "-e",
+        ],
+        None,
+    )
+}
+
+#[test]
+fn partitions_move_between_hosts_and_keep_every_record() {
+    let (_cluster, b1, rows) = three_hosts_with("moved", 2);
     let lines: String = (0..300).map(|i| format!("record-{i}\n")).collect();
     for p in ["0", "1"] {
         kcat(&["-b", &b1, "-P", "-t", "moved", "-p", p], Some(&lines));
@@ -88,19 +136,8 @@ fn partitions_move_between_hosts_and_keep_every_record() {
         out.contains("Successfully started partition reassignment"),
         "{out}"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (ok, out) = reassign(&b1, &["--verify", "--reassignment-json-file", &file]);
-        assert!(ok, "{out}");
-        if out.contains("Reassignment of partition moved-0 is completed")
-            && out.contains("Reassignment of partition moved-1 is completed")
-        {
-            assert!(out.contains("Clearing broker-level throttles"), "{out}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "never completed: {out}");
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    let out = verify_until_completed(&b1, &file, &["moved-0", "moved-1"], Duration::from_secs(1));
+    assert!(out.contains("Clearing broker-level throttles"), "{out}");
     let rows = describe(&b1, "moved");
     for (p, target) in &targets {
         let row = &rows[*p as usize];
@@ -113,21 +150,7 @@ fn partitions_move_between_hosts_and_keep_every_record() {
         assert!(target.contains(&row.leader), "partition {p}: {row:?}");
     }
     for p in ["0", "1"] {
-        let read = kcat(
-            &[
-                "-b",
-                &b1,
-                "-C",
-                "-t",
-                "moved",
-                "-p",
-                p,
-                "-o",
-                "beginning",
-                "-e",
-            ],
-            None,
-        );
+        let read = read_back(&b1, "moved", p);
         assert_eq!(read, lines, "partition {p} kept every record, in order");
     }
     let (ok, out) = reassign(&b1, &["--list"]);
@@ -233,13 +256,7 @@ fn broker_configs(bootstrap: &str, node: i64) -> String {
 
 #[test]
 fn a_throttled_move_copies_no_faster_than_its_rate() {
-    let mut cluster = Cluster::start(3, 1);
-    cluster.converged_metadata(Duration::from_secs(15));
-    let b1 = cluster.host(1).bootstrap();
-    create_topic(&b1, "heavy", 1, 1);
-    let rows = wait_for(&b1, "heavy", Duration::from_secs(15), "led", |r| {
-        r.leader >= 0
-    });
+    let (_cluster, b1, rows) = three_hosts_with("heavy", 1);
     // 6 MB to copy at 1 MB/s: at least 5 s once the first second's burst is spent.
     let record = "x".repeat(1000);
     let lines: String = (0..6000).map(|i| format!("{i:06}{record}\n")).collect();
@@ -264,16 +281,8 @@ fn a_throttled_move_copies_no_faster_than_its_rate() {
         broker_configs(&b1, leader).contains("leader.replication.throttled.rate=1000000"),
         "the leader's rate is set"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let took = loop {
-        let (ok, out) = reassign(&b1, &["--verify", "--reassignment-json-file", &file]);
-        assert!(ok, "{out}");
-        if out.contains("Reassignment of partition heavy-0 is completed") {
-            break started.elapsed();
-        }
-        assert!(Instant::now() < deadline, "never completed: {out}");
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    verify_until_completed(&b1, &file, &["heavy-0"], Duration::from_millis(500));
+    let took = started.elapsed();
     eprintln!("6 MB copied under a 1 MB/s throttle in {took:?}");
     assert!(
         took >= Duration::from_secs(4),
@@ -283,21 +292,7 @@ fn a_throttled_move_copies_no_faster_than_its_rate() {
         !broker_configs(&b1, leader).contains("throttled.rate"),
         "--verify cleared the rate"
     );
-    let read = kcat(
-        &[
-            "-b",
-            &b1,
-            "-C",
-            "-t",
-            "heavy",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-        ],
-        None,
-    );
+    let read = read_back(&b1, "heavy", "0");
     assert_eq!(read, lines, "every record, in order");
     let row = &describe(&b1, "heavy")[0];
     assert_eq!(row.isr.len(), 2, "the new replica is in sync: {row:?}");
