@@ -87,6 +87,20 @@ fn verify_until_completed(
     }
 }
 
+/// `--execute` of `file` with `--throttle BYTES_PER_SECOND`.
+fn execute_throttled(bootstrap: &str, file: &str, rate: &str) -> (bool, String) {
+    reassign(
+        bootstrap,
+        &[
+            "--execute",
+            "--reassignment-json-file",
+            file,
+            "--throttle",
+            rate,
+        ],
+    )
+}
+
 /// Every record of `topic` partition `p`, read from the start.
 fn read_back(bootstrap: &str, topic: &str, p: &str) -> String {
     kcat(
@@ -121,16 +135,7 @@ fn partitions_move_between_hosts_and_keep_every_record() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = plan(dir.path(), "moved", &targets);
     // A throttle far above what the move copies: set, then cleared by --verify.
-    let (ok, out) = reassign(
-        &b1,
-        &[
-            "--execute",
-            "--reassignment-json-file",
-            &file,
-            "--throttle",
-            "50000000",
-        ],
-    );
+    let (ok, out) = execute_throttled(&b1, &file, "50000000");
     assert!(ok, "{out}");
     assert!(
         out.contains("Successfully started partition reassignment"),
@@ -266,16 +271,7 @@ fn a_throttled_move_copies_no_faster_than_its_rate() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = plan(dir.path(), "heavy", &[(0, vec![leader, added])]);
     let started = Instant::now();
-    let (ok, out) = reassign(
-        &b1,
-        &[
-            "--execute",
-            "--reassignment-json-file",
-            &file,
-            "--throttle",
-            "1000000",
-        ],
-    );
+    let (ok, out) = execute_throttled(&b1, &file, "1000000");
     assert!(ok, "{out}");
     assert!(
         broker_configs(&b1, leader).contains("leader.replication.throttled.rate=1000000"),

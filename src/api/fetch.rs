@@ -57,14 +57,23 @@ async fn read_all(
     // READ_COMMITTED (v4+): nothing at or past the LSO, and the aborted transactions.
     let read_committed = version >= 4 && req.isolation_level == 1 && !replica;
     let mut budget = (req.max_bytes.max(0) as usize).min(RESPONSE_RECORD_BYTES_MAX);
-    // A follower's fetch may be throttled (a reassignment's new replicas).
-    let snapshot = replica.then(|| ctx.metadata());
+    // A follower's fetch may be throttled (a reassignment's new replicas): only when
+    // this node has a rate is anything more looked up.
+    let throttling = replica
+        .then(|| ctx.metadata())
+        .and_then(|s| Some((s.view.throttles.rate(ctx.node, LEADER_RATE)?, s)));
     let throttle_rate = |name: &str, p: i32| {
-        let s = snapshot.as_ref()?;
+        let (rate, s) = throttling.as_ref()?;
         let topic = s.topics.get(name)?;
         let state = topic.states.get(usize::try_from(p).ok()?)?;
-        let rate = s.view.throttles.rate(ctx.node, LEADER_RATE);
-        Replication::throttled_rate(rate, &topic.configs, state, p, ctx.node, req.replica_id.0)
+        Replication::throttled_rate(
+            Some(*rate),
+            &topic.configs,
+            state,
+            p,
+            ctx.node,
+            req.replica_id.0,
+        )
     };
     let mut total = 0usize;
     let mut errors = false;

@@ -26,6 +26,13 @@ pub enum ControllerCall {
 /// The sending end the registry holds.
 pub type ControllerLink = tokio::sync::mpsc::UnboundedSender<ControllerCall>;
 
+/// Now, in Unix milliseconds (the quorum's timestamps).
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// The controller quorum's replication, as its leader sees it, in the terms of Kafka's
 /// DescribeQuorum: the metadata log's offsets are the controller's log indexes plus
 /// one (an end offset is one past the last entry held).

@@ -11,17 +11,10 @@ use crate::{
     cluster::rpc::{ClusterStatus, HostStatus, PartitionStatus},
     metadata::{
         cluster_state::MetadataError,
-        controller_link::{QuorumMember, QuorumStatus},
+        controller_link::{unix_ms, QuorumMember, QuorumStatus},
         placement::host_of,
     },
 };
-
-/// Now, in Unix milliseconds.
-fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
 
 impl Controller {
     /// The cluster's status; only the leader answers.

@@ -6,7 +6,7 @@
 use super::{Backend, RegistryError, TopicRegistry, PUBLISH_WAIT};
 use crate::metadata::{
     cluster_state::{MetadataChange, MetadataError},
-    controller_link::{ControllerCall, QuorumMember, QuorumStatus},
+    controller_link::{unix_ms, ControllerCall, QuorumMember, QuorumStatus},
 };
 
 impl TopicRegistry {
@@ -72,11 +72,4 @@ impl TopicRegistry {
 /// The error of a call the host's controller agent can no longer take.
 fn agent_gone() -> MetadataError {
     MetadataError::Unavailable("the controller agent has stopped".into())
-}
-
-/// Now, in Unix milliseconds.
-fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
