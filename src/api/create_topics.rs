@@ -13,6 +13,7 @@ use kafka_protocol::{
 
 use crate::{
     metadata::{
+        cluster_state::OFFSETS_TOPIC,
         topic_config::{self, TopicConfigs},
         topic_name,
     },
@@ -74,6 +75,12 @@ impl Handler for CreateTopics {
                 ))
             } else if let Err(why) = topic_name::validate(&name) {
                 Some((ResponseError::InvalidTopicException, why.to_string()))
+            } else if name == OFFSETS_TOPIC {
+                // Kafka's refusal: the journal is made by the first FindCoordinator.
+                Some((
+                    ResponseError::InvalidRequest,
+                    format!("Creation of internal topic {OFFSETS_TOPIC} is prohibited."),
+                ))
             } else if !topic.assignments.is_empty() {
                 Some((
                     ResponseError::InvalidRequest,

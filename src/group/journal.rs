@@ -9,18 +9,25 @@
 //! OffsetDelete and DeleteGroups are journaled the same way, so every replica forgets
 //! what the coordinator forgot; so are transactions: offsets pending in one
 //! (TxnOffsetCommit), their end, and the transaction coordinators' state changes, whose
-//! transactional ids map to journal partitions as group names do. Records are uncompressed, one per request: key = the
-//! group, value = JSON of [`JournalRecord`].
+//! transactional ids map to journal partitions as group names do. Records are
+//! uncompressed, one per request: key = the group, value = JSON of [`JournalRecord`].
+//!
+//! The journal does not grow with the commits: once it is large, its leader writes a
+//! snapshot of the partition's state behind a [`SnapshotStart`](JournalRecord::SnapshotStart)
+//! and moves the log start to it (`journal_snapshot`). A replay that starts at a
+//! snapshot holds the whole state, so it first clears what this host stored for the
+//! partition: a replica that missed a deletion while away keeps nothing stale.
 
-use std::sync::Arc;
+use std::{rc::Rc, sync::Arc};
 
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use weir_client::record_batch::BatchBuilder;
 
 use super::offset_store::{CommittedOffset, Fence, OffsetStore, OffsetStoreError};
+use crate::semaphore::{Semaphore, StaticPermit};
 use crate::storage::{
     batch_records::record_values,
+    clock::Clock,
     partition_log::{Durable, Wait},
     record_batch::RecordBatch,
     BatchError, Offset, PartitionLog, ProducePayload, StorageError,
@@ -80,6 +87,10 @@ pub enum JournalRecord {
         /// Its state.
         meta: TxnMetadata,
     },
+    /// The first record of a snapshot: what follows, up to the next request's record,
+    /// restates the whole partition's state. Applying it changes nothing; a replay that
+    /// starts at it clears the partition's state first.
+    SnapshotStart,
 }
 
 impl JournalRecord {
@@ -92,47 +103,105 @@ impl JournalRecord {
             | JournalRecord::TxnOffsets { group, .. }
             | JournalRecord::TxnOffsetsEnd { group, .. } => group,
             JournalRecord::Transaction { id, .. } => id,
+            JournalRecord::SnapshotStart => "",
         }
     }
 }
 
-/// The journal partition a coordinator appends a group's commits to: its log and the
-/// leader epoch it leads it in.
+/// Who may append to a journal partition its leader's shard holds: every change takes
+/// one unit from its append until its write to LMDB, a snapshot takes them all, so the
+/// store a snapshot reads holds every record appended before it and none after.
+pub struct JournalGate {
+    units: Rc<Semaphore>,
+    /// The size of the last snapshot written, in bytes (0 before the first).
+    pub snapshot_bytes: std::cell::Cell<u64>,
+}
+
+/// Units of a [`JournalGate`]: more than there are changes in flight.
+const GATE_UNITS: u64 = 1 << 32;
+
+impl Default for JournalGate {
+    fn default() -> Self {
+        JournalGate {
+            units: Rc::new(Semaphore::new(GATE_UNITS)),
+            snapshot_bytes: std::cell::Cell::new(0),
+        }
+    }
+}
+
+impl JournalGate {
+    /// Waits until no change is in flight and holds off new ones until the permit is
+    /// dropped.
+    pub async fn exclusive(&self) -> Result<StaticPermit, JournalError> {
+        self.units
+            .acquire_static_permit(GATE_UNITS)
+            .await
+            .map_err(|_| JournalError::Malformed("journal gate closed".into()))
+    }
+
+    async fn pass(&self) -> Result<JournalPass, JournalError> {
+        let permit = self
+            .units
+            .acquire_static_permit(1)
+            .await
+            .map_err(|_| JournalError::Malformed("journal gate closed".into()))?;
+        Ok(JournalPass(permit))
+    }
+}
+
+/// A change in flight through the journal: keep it until the change is written to this
+/// host's LMDB, so a snapshot never misses it.
+#[must_use = "hold the pass until the change is in LMDB"]
+pub struct JournalPass(#[allow(dead_code)] StaticPermit);
+
+/// The journal partition a coordinator appends a group's commits to: its log, the
+/// leader epoch it leads it in and its gate.
 pub struct Journal {
     /// The partition's log.
     pub log: PartitionLog,
     /// The coordinator's leader epoch.
     pub epoch: i32,
+    /// Its gate (shared by every change to the partition on this shard).
+    pub gate: Rc<JournalGate>,
 }
 
 impl Journal {
-    /// Appends `record` and waits until every in-sync replica holds it.
-    pub async fn append(&self, record: &JournalRecord) -> Result<(), JournalError> {
-        self.append_unwaited(record)
-            .await?
-            .waiting_for(Wait::Committed)
-            .await?;
-        Ok(())
+    /// Appends `record` and waits until every in-sync replica holds it; the pass is to
+    /// be held until the change is in LMDB.
+    pub async fn append(&self, record: &JournalRecord) -> Result<JournalPass, JournalError> {
+        let (durable, pass) = self.append_unwaited(record).await?;
+        durable.waiting_for(Wait::Committed).await?;
+        Ok(pass)
     }
 
     /// Appends `record` and returns without waiting: the future resolves once every
     /// in-sync replica holds it. For records a crash may lose without harm.
-    pub async fn append_unwaited(&self, record: &JournalRecord) -> Result<Durable, JournalError> {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
-        let payload = encode(record, now_ms)?;
-        Ok(self.log.append(&payload, self.epoch).await?.durable)
+    pub async fn append_unwaited(
+        &self,
+        record: &JournalRecord,
+    ) -> Result<(Durable, JournalPass), JournalError> {
+        let pass = self.gate.pass().await?;
+        let payload = encode(std::slice::from_ref(record), Clock::System.now_ms())?;
+        Ok((self.log.append(&payload, self.epoch).await?.durable, pass))
     }
 }
 
-/// Applies every commit stored in `log` to `store`, from its start to its end (a new
+/// Applies every change stored in `log` to `store`, from its start to its end (a new
 /// leader's catch-up: records this host stored but never applied, e.g. before a crash).
-/// Re-applying what was applied leaves the same state: the fencing only moves offsets
-/// forward within a generation, and resets replay in their order.
-pub async fn replay(log: &PartitionLog, store: &Arc<OffsetStore>) -> Result<usize, JournalError> {
+/// When the log starts at a snapshot it holds the partition's whole state, so what
+/// `store` holds for the names `owns` accepts is cleared first; any other log is applied
+/// over what is stored (a log from offset 0 may lack offsets committed before the host
+/// joined a cluster, which only its LMDB holds until a snapshot restates them; one cut
+/// by time retention before snapshots existed lacks older ones). Re-applying what was applied leaves the same state: the fencing
+/// only moves offsets forward within a generation, and resets replay in their order.
+pub async fn replay(
+    log: &PartitionLog,
+    store: &Arc<OffsetStore>,
+    owns: impl Fn(&str) -> bool + Send + 'static,
+) -> Result<usize, JournalError> {
     let end = log.log_end();
     let mut at = log.log_start_offset();
+    let mut owns = Some(owns);
     let mut applied = 0;
     while at < end {
         let read = log.read_replica(at, 1 << 20).await?;
@@ -144,11 +213,28 @@ pub async fn replay(log: &PartitionLog, store: &Arc<OffsetStore>) -> Result<usiz
             Offset((b.base_offset() + i64::from(b.last_offset_delta()) + 1) as u64)
         });
         let records = decode(&payload)?;
+        if let Some(owns) = owns.take() {
+            if records.first() == Some(&JournalRecord::SnapshotStart) {
+                clear(store, owns).await?;
+            }
+        }
         applied += records.len();
         apply(store, records).await?;
         at = next;
     }
     Ok(applied)
+}
+
+/// Deletes what `store` holds for the names `owns` accepts, off the reactor.
+async fn clear(
+    store: &Arc<OffsetStore>,
+    owns: impl Fn(&str) -> bool + Send + 'static,
+) -> Result<(), JournalError> {
+    let store = Arc::clone(store);
+    glommio::executor()
+        .spawn_blocking(move || store.clear_slot(&owns).map(drop))
+        .await?;
+    Ok(())
 }
 
 /// Why a journal could not be written or applied.
@@ -171,14 +257,39 @@ impl From<BatchError> for JournalError {
     }
 }
 
-/// `record` as a one-record batch.
-pub fn encode(record: &JournalRecord, now_ms: i64) -> Result<ProducePayload, JournalError> {
-    let value = serde_json::to_vec(record).map_err(|e| JournalError::Malformed(e.to_string()))?;
-    let key = record.group().as_bytes();
-    let mut builder = BatchBuilder::new(value.len() + key.len() + 64, now_ms);
-    builder.push(now_ms, Some(key), &value);
-    let bytes: Bytes = builder.finish();
-    Ok(ProducePayload::validate(bytes, usize::MAX)?)
+/// `records` as one batch, in order.
+pub fn encode(records: &[JournalRecord], now_ms: i64) -> Result<ProducePayload, JournalError> {
+    let mut batches = encode_batches(records, usize::MAX, now_ms)?;
+    batches
+        .pop()
+        .ok_or_else(|| JournalError::Malformed("no record to journal".into()))
+}
+
+/// `records` in order, as batches of about `batch_bytes` each (a record larger than
+/// that is a batch of its own).
+pub fn encode_batches(
+    records: &[JournalRecord],
+    batch_bytes: usize,
+    now_ms: i64,
+) -> Result<Vec<ProducePayload>, JournalError> {
+    let mut out = Vec::new();
+    let mut builder: Option<BatchBuilder> = None;
+    for record in records {
+        let value =
+            serde_json::to_vec(record).map_err(|e| JournalError::Malformed(e.to_string()))?;
+        let key = record.group().as_bytes();
+        let size = key.len() + value.len() + 32;
+        if let Some(full) = builder.take_if(|b| b.bytes() + size > batch_bytes) {
+            out.push(ProducePayload::validate(full.finish(), usize::MAX)?);
+        }
+        builder
+            .get_or_insert_with(|| BatchBuilder::new(size.min(batch_bytes) + 64, now_ms))
+            .push(now_ms, Some(key), &value);
+    }
+    if let Some(last) = builder {
+        out.push(ProducePayload::validate(last.finish(), usize::MAX)?);
+    }
+    Ok(out)
 }
 
 /// The records in `payload`'s batches, in order.
@@ -211,44 +322,51 @@ pub async fn apply(
     let store = Arc::clone(store);
     glommio::executor()
         .spawn_blocking(move || {
-            for r in &records {
-                match r {
-                    JournalRecord::Commit {
-                        group,
-                        fence,
-                        offsets,
-                    } => {
-                        let refs: Vec<(&str, u32, _)> = offsets
-                            .iter()
-                            .map(|(t, p, c)| (t.as_str(), *p, c.clone()))
-                            .collect();
-                        store.commit(group, *fence, &refs)?;
-                    }
-                    JournalRecord::DeleteOffsets { group, partitions } => {
-                        store.delete_offsets(group, partitions)?;
-                    }
-                    JournalRecord::DeleteGroup { group } => {
-                        store.delete_group(group)?;
-                    }
-                    JournalRecord::TxnOffsets {
-                        group,
-                        producer_id,
-                        fence,
-                        offsets,
-                    } => store.add_pending(group, *producer_id, *fence, offsets)?,
-                    JournalRecord::TxnOffsetsEnd {
-                        group,
-                        producer_id,
-                        commit,
-                    } => {
-                        store.end_pending(group, *producer_id, *commit)?;
-                    }
-                    JournalRecord::Transaction { id, meta } => store.put_transaction(id, meta)?,
-                }
-            }
+            apply_to(&store, &records)?;
             store.sync()
         })
         .await?;
+    Ok(())
+}
+
+/// Applies `records` to `store` in order, unsynced. Blocking.
+pub fn apply_to(store: &OffsetStore, records: &[JournalRecord]) -> Result<(), OffsetStoreError> {
+    for r in records {
+        match r {
+            JournalRecord::Commit {
+                group,
+                fence,
+                offsets,
+            } => {
+                let refs: Vec<(&str, u32, _)> = offsets
+                    .iter()
+                    .map(|(t, p, c)| (t.as_str(), *p, c.clone()))
+                    .collect();
+                store.commit(group, *fence, &refs)?;
+            }
+            JournalRecord::DeleteOffsets { group, partitions } => {
+                store.delete_offsets(group, partitions)?;
+            }
+            JournalRecord::DeleteGroup { group } => {
+                store.delete_group(group)?;
+            }
+            JournalRecord::TxnOffsets {
+                group,
+                producer_id,
+                fence,
+                offsets,
+            } => store.add_pending(group, *producer_id, *fence, offsets)?,
+            JournalRecord::TxnOffsetsEnd {
+                group,
+                producer_id,
+                commit,
+            } => {
+                store.end_pending(group, *producer_id, *commit)?;
+            }
+            JournalRecord::Transaction { id, meta } => store.put_transaction(id, meta)?,
+            JournalRecord::SnapshotStart => {}
+        }
+    }
     Ok(())
 }
 
@@ -257,7 +375,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_commit_record_round_trips_through_a_batch() {
+    fn records_round_trip_through_a_batch() {
         let record = JournalRecord::Commit {
             group: "g".into(),
             fence: Fence::Generation(3),
@@ -273,10 +391,9 @@ mod tests {
                 },
             )],
         };
-        let payload = encode(&record, 7).expect("encode");
-        assert_eq!(decode(&payload).expect("decode"), vec![record]);
         let deleted = JournalRecord::DeleteGroup { group: "g".into() };
-        let payload = encode(&deleted, 8).expect("encode");
-        assert_eq!(decode(&payload).expect("decode"), vec![deleted]);
+        let records = vec![JournalRecord::SnapshotStart, record, deleted];
+        let payload = encode(&records, 7).expect("encode");
+        assert_eq!(decode(&payload).expect("decode"), records);
     }
 }

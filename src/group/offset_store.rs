@@ -114,9 +114,11 @@ pub struct OffsetStore {
 }
 
 mod pending;
+mod slots;
 mod transactions;
 
 pub use pending::PendingOffsets;
+pub use slots::SlotState;
 
 fn group_prefix(group: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(2 + group.len());

@@ -29,6 +29,11 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// or as many as there are live hosts below that.
 pub const OFFSETS_REPLICATION_FACTOR: usize = 3;
 
+/// The offsets journal's segment size: its snapshots free a segment at a time, so it
+/// stays near twice its live state plus one segment (Kafka's
+/// `offsets.topic.segment.bytes` is 100 MiB).
+pub const OFFSETS_SEGMENT_BYTES: u64 = 16 << 20;
+
 /// One host as it registered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostRecord {

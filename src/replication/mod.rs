@@ -23,6 +23,7 @@ use std::{
 };
 
 use crate::{
+    group::journal::JournalGate,
     metadata::placement::NodeId,
     storage::{partition_log::EpochEnd, Offset, PartitionLog},
 };
@@ -40,8 +41,9 @@ pub struct Replication {
     /// it follows, from whom, at which epoch).
     sessions: RefCell<HashMap<NodeId, Rc<FetchSession>>>,
     proposing: RefCell<HashSet<PartitionKey>>,
-    /// Offsets journal partitions this shard leads whose commits are applied to LMDB.
-    journals_ready: RefCell<HashSet<u32>>,
+    /// Offsets journal partitions this shard leads whose commits are applied to LMDB,
+    /// each with the gate its changes pass.
+    journals_ready: RefCell<HashMap<u32, Rc<JournalGate>>>,
     /// What this shard may still send to throttled followers.
     throttle: throttle::LeaderThrottle,
 }
@@ -59,7 +61,22 @@ impl Replication {
     /// True when this shard leads offsets journal partition `p` and has applied its
     /// commits: it may coordinate the partition's groups.
     pub fn journal_ready(&self, p: u32) -> bool {
-        self.journals_ready.borrow().contains(&p)
+        self.journals_ready.borrow().contains_key(&p)
+    }
+
+    /// The gate of offsets journal partition `p` when this shard leads it and has
+    /// applied its commits.
+    pub fn journal_gate(&self, p: u32) -> Option<Rc<JournalGate>> {
+        self.journals_ready.borrow().get(&p).cloned()
+    }
+
+    /// Every offsets journal partition this shard leads and has applied, with its gate.
+    pub fn ready_journals(&self) -> Vec<(u32, Rc<JournalGate>)> {
+        self.journals_ready
+            .borrow()
+            .iter()
+            .map(|(p, gate)| (*p, Rc::clone(gate)))
+            .collect()
     }
 
     /// How many offsets behind `log_end` the slowest follower of a partition this shard
@@ -135,7 +152,7 @@ impl Replication {
     /// Records that offsets journal partition `p`, which this shard leads, has its
     /// commits applied.
     fn journal_taken_up(&self, p: u32) {
-        self.journals_ready.borrow_mut().insert(p);
+        self.journals_ready.borrow_mut().entry(p).or_default();
     }
 
     /// The session with `leader`, started (its fetcher spawned by `start`) if there is

@@ -160,7 +160,10 @@ async fn take_up_journal(ctx: &ShardContext, p: u32) {
             return;
         }
     };
-    match journal::replay(&log, ctx.coordinator.store()).await {
+    let Some(names) = ctx.journal_names(p) else {
+        return;
+    };
+    match journal::replay(&log, ctx.coordinator.store(), names).await {
         Ok(n) => {
             tracing::info!(
                 partition = p,

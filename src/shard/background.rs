@@ -17,6 +17,9 @@ const RESYNC_INTERVAL: Duration = Duration::from_millis(100);
 /// the groups this shard no longer coordinates.
 const GROUP_TIMERS_INTERVAL: Duration = Duration::from_millis(100);
 
+/// How often a shard looks for offsets journal partitions to snapshot.
+const JOURNAL_SNAPSHOT_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
 /// When shard 0 looks for partition directories nobody holds.
 const STRAY_SWEEP_DELAY: Duration = Duration::from_secs(2);
 
@@ -84,6 +87,12 @@ pub(super) fn start(ctx: &Rc<ShardContext>) {
         );
     }
     if let Some(cluster) = &ctx.config.cluster {
+        tasks.periodic(
+            "journal snapshots",
+            JOURNAL_SNAPSHOT_CHECK_INTERVAL,
+            weak.clone(),
+            async |ctx| ctx.snapshot_journals().await,
+        );
         let mut roles = roles::Roles::new(cluster.replica_lag_time_max);
         tasks.periodic("replication roles", roles::CHECK, weak, async move |ctx| {
             roles.check(ctx).await

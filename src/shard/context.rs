@@ -15,11 +15,12 @@ use crate::{
     config::BrokerConfig,
     group::{coordinator::Coordinator, offset_store::OffsetStore},
     metadata::{
+        cluster_state::OFFSETS_TOPIC,
         partition_state::PartitionState,
         placement::{node_id, NodeId, ShardId},
         producer_ids::ProducerIds,
         registry::{RegistryError, TopicInfo, TopicRegistry},
-        topic_config, topic_name,
+        topic_name,
     },
     metrics::{BrokerMetrics, ShardMetrics},
     replication::{lag_report::ReplicaLags, Replication},
@@ -209,7 +210,7 @@ impl ShardContext {
         let log_configs: HashMap<&str, LogConfig> = listed
             .iter()
             .map(|t| {
-                let config = topic_config::log_config(&self.config.log, &t.configs);
+                let config = self.log_config_of(&t.name, &t.configs);
                 (t.name.as_str(), config)
             })
             .collect();
@@ -271,6 +272,15 @@ impl ShardContext {
         }
         if !self.config.auto_create_topics || topic_name::validate(name).is_err() {
             return None;
+        }
+        if name == OFFSETS_TOPIC {
+            // Made as the coordinators' journal, as Kafka makes it for a Metadata
+            // request; a single host has none.
+            self.config.cluster.as_ref()?;
+            if let Err(e) = self.registry.coordinators().await {
+                tracing::warn!(error = %e, "cannot create the offsets journal");
+            }
+            return self.registry.get(name);
         }
         match self
             .registry

@@ -5,7 +5,7 @@ use kafka_protocol::ResponseError;
 
 use super::context::{PartitionError, ShardContext};
 use crate::{
-    group::journal::Journal,
+    group::{journal::Journal, journal_snapshot},
     metadata::{
         cluster_state::OFFSETS_TOPIC,
         placement::{coordinator_slot, NodeId},
@@ -63,6 +63,52 @@ impl ShardContext {
             .leadership(OFFSETS_TOPIC, slot)
             .ok_or(PartitionError::NotOwner)?
             .epoch;
-        Ok(Some(Journal { log, epoch }))
+        let gate = self
+            .replication
+            .journal_gate(slot)
+            .ok_or(PartitionError::NotOwner)?;
+        Ok(Some(Journal { log, epoch, gate }))
+    }
+
+    /// Which groups and transactional ids offsets journal partition `p` holds, when
+    /// there is a journal.
+    pub fn journal_names(&self, p: u32) -> Option<impl Fn(&str) -> bool + Send + 'static> {
+        self.view.journal_names(p)
+    }
+
+    /// Snapshots every offsets journal partition this shard leads that has grown twice
+    /// past its live state (see `group::journal_snapshot`).
+    pub async fn snapshot_journals(&self) {
+        for (p, gate) in self.replication.ready_journals() {
+            let Some(log) = self.open_log_of(OFFSETS_TOPIC, p) else {
+                continue;
+            };
+            if !journal_snapshot::due(&log, &gate) {
+                continue;
+            }
+            let (Some(leading), Some(names)) =
+                (self.leadership(OFFSETS_TOPIC, p), self.journal_names(p))
+            else {
+                continue;
+            };
+            let journal = Journal {
+                log,
+                epoch: leading.epoch,
+                gate,
+            };
+            match journal_snapshot::snapshot(&journal, self.coordinator.store(), names).await {
+                Ok(r) => tracing::info!(
+                    partition = p,
+                    records = r.records,
+                    snapshot_bytes = r.bytes,
+                    log_bytes_before = r.log_bytes_before,
+                    log_start = %r.log_start,
+                    "offsets journal snapshot written"
+                ),
+                Err(e) => {
+                    tracing::warn!(partition = p, error = %e, "offsets journal snapshot failed")
+                }
+            }
+        }
     }
 }

@@ -193,6 +193,13 @@ impl MetadataView {
         Some(coordinator_slot(group, journal.partitions as usize) as u32)
     }
 
+    /// Which names (groups, transactional ids) offsets journal partition `p` holds, when
+    /// there is a journal.
+    pub fn journal_names(&self, p: u32) -> Option<impl Fn(&str) -> bool + Send + 'static> {
+        let partitions = self.topics.borrow().get(OFFSETS_TOPIC)?.partitions as usize;
+        Some(move |name: &str| coordinator_slot(name, partitions) as u32 == p)
+    }
+
     /// Runs `f` on `topic`'s shape, if the topic is known.
     pub(super) fn with_topic<R>(&self, topic: &str, f: impl FnOnce(&TopicShape) -> R) -> Option<R> {
         self.topics.borrow().get(topic).map(f)

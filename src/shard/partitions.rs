@@ -6,14 +6,33 @@ use std::time::Instant;
 
 use super::context::{PartitionError, ShardContext};
 use crate::{
-    metadata::{partition_state::PartitionState, placement::NodeId, topic_config},
+    metadata::{
+        cluster_state::OFFSETS_TOPIC,
+        partition_state::PartitionState,
+        placement::NodeId,
+        topic_config::{self, TopicConfigs},
+    },
     storage::{
         partition_log::{claim_dir, cut_log, Claim, Truncation},
-        PartitionLog,
+        CleanupPolicy, LogConfig, PartitionLog,
     },
 };
 
 impl ShardContext {
+    /// The log settings of `topic`'s partitions: the broker's with the topic's
+    /// overrides, except that the offsets journal is never cut by retention nor
+    /// compacted by key — its records hold whole requests and LMDB's state is rebuilt
+    /// from them, so only its own snapshots shorten it (`group::journal_snapshot`).
+    pub(super) fn log_config_of(&self, topic: &str, configs: &TopicConfigs) -> LogConfig {
+        let mut c = topic_config::log_config(&self.config.log, configs);
+        if topic == OFFSETS_TOPIC {
+            c.retention_age_max = None;
+            c.retention_bytes_max = None;
+            c.cleanup = CleanupPolicy::Delete;
+        }
+        c
+    }
+
     /// Opens the partitions the metadata places on this shard that are not open yet — a
     /// topic just created, a replica just assigned — as Kafka does when a broker becomes a
     /// partition's leader or follower, so a first produce does not wait for its log's
@@ -108,7 +127,7 @@ impl ShardContext {
         let dir = self.config.data_dir.join(format!("{topic}-{p}"));
         let config = self.registry.get(topic).map_or_else(
             || self.config.log.clone(),
-            |t| topic_config::log_config(&self.config.log, &t.configs),
+            |t| self.log_config_of(topic, &t.configs),
         );
         match claim_dir(&dir, topic_id).await {
             Ok(Claim::Ours) => {}

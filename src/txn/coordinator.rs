@@ -120,18 +120,22 @@ impl TxnCoordinator {
         journal: Option<&Journal>,
         durable: bool,
     ) -> Result<(), ResponseError> {
-        if let Some(journal) = journal {
-            let record = JournalRecord::Transaction {
-                id: id.to_string(),
-                meta: meta.clone(),
-            };
-            let appended = if durable {
-                journal.append(&record).await
-            } else {
-                journal.append_unwaited(&record).await.map(drop)
-            };
-            appended.map_err(|e| journal_error(id, e))?;
-        }
+        // Held until the state is in LMDB, so a journal snapshot never misses it.
+        let _pass = match journal {
+            Some(journal) => {
+                let record = JournalRecord::Transaction {
+                    id: id.to_string(),
+                    meta: meta.clone(),
+                };
+                let appended = if durable {
+                    journal.append(&record).await
+                } else {
+                    journal.append_unwaited(&record).await.map(|(_, pass)| pass)
+                };
+                Some(appended.map_err(|e| journal_error(id, e))?)
+            }
+            None => None,
+        };
         let store = Arc::clone(&self.store);
         let (key, value) = (id.to_string(), meta.clone());
         let written = glommio::executor()

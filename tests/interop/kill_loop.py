@@ -52,8 +52,11 @@ if mode == "produce":
         p.flush(120)
 elif mode == "consume":
     stop, commits_path, seen_path = sys.argv[4], sys.argv[5], sys.argv[6]
+    # librdkafka's group log (coordinator lookups, joins, commits) goes to stderr, so a
+    # member that stops making progress shows what it waits for.
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "survivors", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+                  "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                  "debug": "cgrp"})
     c.subscribe([topic])
     with open(commits_path, "w") as commits, open(seen_path, "w") as seen:
         while not os.path.exists(stop):

@@ -38,7 +38,8 @@ use super::{
 use crate::{
     metadata::{
         cluster_state::{
-            Command, MetadataChange, MetadataError, OFFSETS_REPLICATION_FACTOR, OFFSETS_TOPIC,
+            Command, MetadataChange, MetadataError, OFFSETS_REPLICATION_FACTOR,
+            OFFSETS_SEGMENT_BYTES, OFFSETS_TOPIC,
         },
         placement::{node_id, shard_of, COORDINATOR_SLOTS},
         topic_config::TopicConfigs,
@@ -548,11 +549,13 @@ impl Controller {
                     return Err(MetadataError::NoBrokers);
                 }
                 // The offsets journal, placed and replicated like any topic; its
-                // partitions' leaders coordinate the groups. Records older than a week
-                // go (Kafka's offsets.retention.minutes): LMDB holds the state.
+                // partitions' leaders coordinate the groups. Never cut by retention:
+                // its snapshots keep it to its live state (group::journal_snapshot),
+                // freeing a segment at a time.
                 let rf = state.live_hosts().len().min(OFFSETS_REPLICATION_FACTOR);
                 let mut configs = TopicConfigs::new();
-                configs.insert("retention.ms".into(), (7 * 24 * 3600 * 1000u64).to_string());
+                configs.insert("retention.ms".into(), "-1".into());
+                configs.insert("segment.bytes".into(), OFFSETS_SEGMENT_BYTES.to_string());
                 Command::CreateTopic(state.new_topic(
                     OFFSETS_TOPIC,
                     COORDINATOR_SLOTS as u32,

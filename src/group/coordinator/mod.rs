@@ -28,7 +28,7 @@ use kafka_protocol::ResponseError;
 use crate::storage::{ProducePayload, StorageError};
 
 use super::{
-    journal::{self, Journal, JournalError, JournalRecord},
+    journal::{self, Journal, JournalError, JournalPass, JournalRecord},
     offset_store::{CommitOutcome, CommittedOffset, Fence, OffsetStore},
     offset_syncer::OffsetSyncer,
     state::{
@@ -412,17 +412,17 @@ impl Coordinator {
             Err(e) => return offsets.iter().map(|_| Err(e)).collect(),
         };
         let n = offsets.len();
-        if let Some(journal) = journal {
-            // Committed to the journal first: applied here only what survives a host.
-            let record = JournalRecord::Commit {
-                group: group.to_string(),
-                fence,
-                offsets: offsets.clone(),
-            };
-            if let Err(code) = journaled(&journal, &record).await {
-                return vec![Err(code); n];
-            }
-        }
+        // Committed to the journal first: applied here only what survives a host.
+        let _pass = match journal_first(journal.as_ref(), || JournalRecord::Commit {
+            group: group.to_string(),
+            fence,
+            offsets: offsets.clone(),
+        })
+        .await
+        {
+            Ok(pass) => pass,
+            Err(code) => return vec![Err(code); n],
+        };
         let store = Arc::clone(&self.store);
         let group_id = group.to_string();
         let written = glommio::executor()
@@ -520,13 +520,12 @@ impl Coordinator {
             .filter(|(_, o)| o.is_ok())
             .map(|(p, _)| p)
             .collect();
-        if let (Some(journal), false) = (&journal, doomed.is_empty()) {
-            let record = JournalRecord::DeleteOffsets {
-                group: group.to_string(),
-                partitions: doomed.clone(),
-            };
-            journaled(journal, &record).await?;
-        }
+        let journal = journal.filter(|_| !doomed.is_empty());
+        let _pass = journal_first(journal.as_ref(), || JournalRecord::DeleteOffsets {
+            group: group.to_string(),
+            partitions: doomed.clone(),
+        })
+        .await?;
         let store = Arc::clone(&self.store);
         let id = group.to_string();
         let known = subscribed.is_some();
@@ -564,12 +563,10 @@ impl Coordinator {
         {
             return Err(ResponseError::NonEmptyGroup);
         }
-        if let Some(journal) = &journal {
-            let record = JournalRecord::DeleteGroup {
-                group: group.to_string(),
-            };
-            journaled(journal, &record).await?;
-        }
+        let _pass = journal_first(journal.as_ref(), || JournalRecord::DeleteGroup {
+            group: group.to_string(),
+        })
+        .await?;
         {
             let mut groups = self.groups.borrow_mut();
             if let Some(g) = groups.get(group) {
@@ -618,8 +615,17 @@ mod txn_offsets;
 
 /// Appends `record` to the group's journal partition and waits until it is committed;
 /// the Kafka error the client gets when that fails.
-async fn journaled(journal: &Journal, record: &JournalRecord) -> Result<(), ResponseError> {
-    journal.append(record).await.map_err(|e| {
+/// Journals the change `record` makes when there is a journal (a cluster); the pass,
+/// when there is one, is to be held until the change is in LMDB.
+async fn journal_first(
+    journal: Option<&Journal>,
+    record: impl FnOnce() -> JournalRecord,
+) -> Result<Option<JournalPass>, ResponseError> {
+    let Some(journal) = journal else {
+        return Ok(None);
+    };
+    let record = record();
+    journal.append(&record).await.map(Some).map_err(|e| {
         tracing::warn!(group = record.group(), error = %e, "not journaled");
         match e {
             // This shard stopped leading the journal partition: coordinated elsewhere.

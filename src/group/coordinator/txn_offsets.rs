@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
 
-use super::{journaled, Coordinator, OffsetToCommit};
+use super::{journal_first, Coordinator, OffsetToCommit};
 use crate::group::{
     journal::{Journal, JournalRecord},
     offset_store::Fence,
@@ -30,15 +30,13 @@ impl Coordinator {
             }
             _ => Fence::Reset,
         };
-        if let Some(journal) = journal {
-            let record = JournalRecord::TxnOffsets {
-                group: group.to_string(),
-                producer_id,
-                fence,
-                offsets: offsets.clone(),
-            };
-            journaled(&journal, &record).await?;
-        }
+        let _pass = journal_first(journal.as_ref(), || JournalRecord::TxnOffsets {
+            group: group.to_string(),
+            producer_id,
+            fence,
+            offsets: offsets.clone(),
+        })
+        .await?;
         let store = Arc::clone(&self.store);
         let group_id = group.to_string();
         self.write(group, move || {
@@ -56,14 +54,12 @@ impl Coordinator {
         commit: bool,
         journal: Option<Journal>,
     ) -> Result<(), ResponseError> {
-        if let Some(journal) = journal {
-            let record = JournalRecord::TxnOffsetsEnd {
-                group: group.to_string(),
-                producer_id,
-                commit,
-            };
-            journaled(&journal, &record).await?;
-        }
+        let _pass = journal_first(journal.as_ref(), || JournalRecord::TxnOffsetsEnd {
+            group: group.to_string(),
+            producer_id,
+            commit,
+        })
+        .await?;
         let store = Arc::clone(&self.store);
         let group_id = group.to_string();
         self.write(group, move || {

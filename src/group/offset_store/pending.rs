@@ -136,7 +136,7 @@ impl OffsetStore {
         }
     }
 
-    fn corrupt(&self, group: &str, e: serde_json::Error) -> OffsetStoreError {
+    pub(super) fn corrupt(&self, group: &str, e: serde_json::Error) -> OffsetStoreError {
         OffsetStoreError::Corrupt {
             group: group.to_string(),
             reason: e.to_string(),

@@ -37,8 +37,16 @@ impl OffsetStore {
     /// Every transactional id with its state.
     pub fn transactions(&self) -> Result<Vec<(String, TxnMetadata)>> {
         let txn = self.env.read_txn().map_err(|e| self.lmdb(e))?;
+        self.transactions_in(&txn)
+    }
+
+    /// [`transactions`](Self::transactions) inside the read transaction `txn`.
+    pub(super) fn transactions_in(
+        &self,
+        txn: &heed::RoTxn<'_>,
+    ) -> Result<Vec<(String, TxnMetadata)>> {
         let mut out = Vec::new();
-        for entry in self.transactions.iter(&txn).map_err(|e| self.lmdb(e))? {
+        for entry in self.transactions.iter(txn).map_err(|e| self.lmdb(e))? {
             let (k, v) = entry.map_err(|e| self.lmdb(e))?;
             let id = String::from_utf8_lossy(k).into_owned();
             let meta = serde_json::from_slice(v).map_err(|e| self.corrupt_txn(&id, e))?;
