@@ -127,9 +127,9 @@ fn init_producer(c: &mut Connection, id: &str) -> (i64, i16) {
 /// The bytes of journal partition `slot` on the host behind `bootstrap`.
 fn journal_bytes(bootstrap: &str, slot: usize) -> i64 {
     let mut c = Connection::open(bootstrap, "journal-test").expect("connect");
-    let answer = c
-        .call(&DescribeLogDirsRequest::default(), 1)
-        .expect("log dirs");
+    let mut request = DescribeLogDirsRequest::default();
+    request.topics = None; // every partition
+    let answer = c.call(&request, 1).expect("log dirs");
     answer
         .results
         .iter()
@@ -137,7 +137,8 @@ fn journal_bytes(bootstrap: &str, slot: usize) -> i64 {
         .filter(|t| t.name.0.as_str() == JOURNAL)
         .flat_map(|t| &t.partitions)
         .find(|p| p.partition_index as usize == slot)
-        .map_or(-1, |p| p.partition_size)
+        .map(|p| p.partition_size)
+        .unwrap_or_else(|| panic!("{bootstrap} lists no replica of {JOURNAL}-{slot}: {answer:?}"))
 }
 
 /// How many records each replay of journal partition `slot` in `log` applied.
