@@ -10,7 +10,7 @@ use std::io::Write;
 use bytes::Bytes;
 use common::{
     broker::Broker,
-    kafka_client::{call, closed, connect, create, fetch, frame, name, produce},
+    kafka_client::{call, closed, connect, create, fetch, frame, name, produce, produce_request},
     scratch_dir,
 };
 use kafka_protocol::{
@@ -669,4 +669,100 @@ fn a_taken_port_stops_a_second_broker_and_a_stopped_one_frees_it_at_once() {
     // The server side closed first, so its side of the connection is in TIME_WAIT.
     std::net::TcpListener::bind(("127.0.0.1", broker.port))
         .expect("another server binds the port of a stopped broker");
+}
+
+/// Transactions V2 over the wire (Produce v12, EndTxn v5, no AddPartitionsToTxn): each
+/// EndTxn ends its transaction at the next epoch, a retried EndTxn of the epoch just
+/// ended gets the same answer, and a delayed one cannot end the next transaction
+/// (KAFKA-17754, which V1 allows).
+#[test]
+fn transactions_v2_end_each_transaction_at_a_new_epoch_and_a_delayed_end_ends_nothing() {
+    use kafka_protocol::messages::{
+        list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
+        EndTxnRequest, ListOffsetsRequest, ProducerId, TransactionalId,
+    };
+    use weir_client::record_batch::BatchBuilder;
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 2, &[]);
+    let port = broker.port;
+    assert_eq!(create(port, "tx2", 1), 0);
+    let id = TransactionalId(StrBytes::from_static_str("tx2-id"));
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = Some(id.clone());
+    init.transaction_timeout_ms = 60_000;
+    init.producer_id = ProducerId(-1);
+    init.producer_epoch = -1;
+    let first = call(&mut connect(port), &init, 4);
+    assert_eq!((first.error_code, first.producer_epoch), (0, 0));
+    let pid = first.producer_id;
+    // The partition may be led by the other shard than the coordinator: ask its leader.
+    let leader = |topic: &str| {
+        let mut m = kafka_protocol::messages::MetadataRequest::default();
+        m.topics = Some(vec![
+            kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                .with_name(Some(name(topic))),
+        ]);
+        let answer = call(&mut connect(port), &m, 12);
+        let node = answer.topics[0].partitions[0].leader_id;
+        answer
+            .brokers
+            .iter()
+            .find(|b| b.node_id == node)
+            .map(|b| b.port as u16)
+            .expect("leader")
+    };
+    let data_port = leader("tx2");
+    let produce_v12 = |epoch: i16, value: &[u8]| {
+        let mut b = BatchBuilder::new(256, 0)
+            .transactional()
+            .producer(Producer {
+                id: pid.0,
+                epoch,
+                base_sequence: 0,
+            });
+        b.push(0, Some(b"k"), value);
+        let mut req = produce_request("tx2", 0, b.finish().to_vec(), -1);
+        req.transactional_id = Some(id.clone());
+        let r = call(&mut connect(data_port), &req, 12);
+        let p = &r.responses[0].partition_responses[0];
+        (p.error_code, p.base_offset)
+    };
+    let end = |epoch: i16, committed: bool| {
+        let mut e = EndTxnRequest::default();
+        e.transactional_id = id.clone();
+        e.producer_id = pid;
+        e.producer_epoch = epoch;
+        e.committed = committed;
+        let r = call(&mut connect(port), &e, 5);
+        (r.error_code, r.producer_epoch)
+    };
+    let last_stable = || {
+        let mut req = ListOffsetsRequest::default();
+        req.replica_id = kafka_protocol::messages::BrokerId(-1);
+        req.isolation_level = 1;
+        req.topics = vec![ListOffsetsTopic::default()
+            .with_name(name("tx2"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)])];
+        call(&mut connect(data_port), &req, 7).topics[0].partitions[0].offset
+    };
+
+    // The partition joins the transaction with its first batch.
+    assert_eq!(produce_v12(0, b"first"), (0, 0));
+    assert_eq!(last_stable(), 0, "open");
+    assert_eq!(end(0, true), (0, 1), "committed; go on at epoch 1");
+    assert_eq!(end(0, true), (0, 1), "a retry gets the same answer");
+    assert_eq!(last_stable(), 2, "the record and its marker");
+    // The next transaction, at epoch 1: a zombie of epoch 0 and a delayed EndTxn of
+    // epoch 0 change nothing.
+    assert_eq!(produce_v12(1, b"second"), (0, 2));
+    assert_eq!(
+        produce_v12(0, b"zombie").0,
+        code(ResponseError::InvalidProducerEpoch)
+    );
+    assert_eq!(end(0, true).0, code(ResponseError::ProducerFenced));
+    assert_eq!(last_stable(), 2, "the second transaction is still open");
+    assert_eq!(end(1, false), (0, 2), "aborted; go on at epoch 2");
+    assert_eq!(last_stable(), 4);
 }

@@ -1,8 +1,8 @@
-//! AddPartitionsToTxn (v0–v3, the client's versions): enrols partitions in the
+//! AddPartitionsToTxn: v0–v3, the client's versions, enrol partitions in the
 //! producer's open transaction at its coordinator, so the coordinator knows where to
-//! write its markers. Refused as a whole when the transactional id or a topic is not
+//! write its markers; refused as a whole when the transactional id or a topic is not
 //! writable or a partition does not exist (the others answer OPERATION_NOT_ATTEMPTED,
-//! as Kafka does).
+//! as Kafka does). v4+ are the brokers' (`add_partitions_to_txn_brokers`).
 
 use std::rc::Rc;
 
@@ -18,9 +18,12 @@ use kafka_protocol::{
 
 use crate::{security::acl::Operation, shard::context::ShardContext};
 
-use super::{authorize::Access, error_code::fenced_before, Call, Handler, Reply};
+use super::{
+    add_partitions_to_txn_brokers, authorize::Access, error_code::fenced_before, Call, Handler,
+    Reply,
+};
 
-/// AddPartitionsToTxn for clients.
+/// AddPartitionsToTxn.
 pub struct AddPartitionsToTxn;
 
 impl Handler for AddPartitionsToTxn {
@@ -28,7 +31,12 @@ impl Handler for AddPartitionsToTxn {
     type Response = AddPartitionsToTxnResponse;
 
     fn errors(r: &AddPartitionsToTxnResponse, error: &mut dyn FnMut(i16)) {
-        for t in &r.results_by_topic_v3_and_below {
+        error(r.error_code);
+        let brokers = r
+            .results_by_transaction
+            .iter()
+            .flat_map(|t| &t.topic_results);
+        for t in r.results_by_topic_v3_and_below.iter().chain(brokers) {
             t.results_by_partition
                 .iter()
                 .for_each(|p| error(p.partition_error_code));
@@ -40,8 +48,13 @@ impl Handler for AddPartitionsToTxn {
         call: Call,
         req: AddPartitionsToTxnRequest,
     ) -> Reply<AddPartitionsToTxnResponse> {
-        let id = req.v3_and_below_transactional_id.0.as_str();
         let access = Access::of(&ctx, &call).await;
+        if call.version() >= 4 {
+            return Reply::Respond(
+                add_partitions_to_txn_brokers::answer(&ctx, &access, &req).await,
+            );
+        }
+        let id = req.v3_and_below_transactional_id.0.as_str();
         let mut partitions = Vec::new();
         let mut refused: Vec<(String, i32, ResponseError)> = Vec::new();
         for topic in &req.v3_and_below_topics {

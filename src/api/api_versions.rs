@@ -5,14 +5,26 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use kafka_protocol::{
-    messages::{api_versions_response::ApiVersion, ApiVersionsRequest, ApiVersionsResponse},
-    protocol::Decodable,
+    messages::{
+        api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey},
+        ApiVersionsRequest, ApiVersionsResponse,
+    },
+    protocol::{Decodable, StrBytes},
     ResponseError,
 };
 
 use crate::shard::context::ShardContext;
 
 use super::{BodyError, Call, Handler, Reply, Route, ROUTES};
+
+/// The feature flags this broker has, each finalized at its highest level: Kafka's
+/// `transaction.version` 2 is transactions V2 (KIP-890 part 2: an epoch bump per
+/// transaction, partitions enrolled by their leaders), which Kafka's 4.x clients use
+/// when it is finalized.
+const FEATURES: [(&str, i16); 1] = [("transaction.version", 2)];
+
+/// The epoch of the finalized features above (they never change while a broker runs).
+const FINALIZED_FEATURES_EPOCH: i64 = 1;
 
 /// The highest ApiVersions version served (its entry in [`ROUTES`]).
 fn version_max() -> i16 {
@@ -63,6 +75,19 @@ impl Handler for ApiVersions {
                 v
             })
             .collect();
+        for (name, level) in FEATURES {
+            let mut supported = SupportedFeatureKey::default();
+            supported.name = StrBytes::from_static_str(name);
+            supported.min_version = 0;
+            supported.max_version = level;
+            response.supported_features.push(supported);
+            let mut finalized = FinalizedFeatureKey::default();
+            finalized.name = StrBytes::from_static_str(name);
+            finalized.min_version_level = level;
+            finalized.max_version_level = level;
+            response.finalized_features.push(finalized);
+        }
+        response.finalized_features_epoch = FINALIZED_FEATURES_EPOCH;
         if call.version() > version_max() {
             response.error_code = ResponseError::UnsupportedVersion.code();
             return Reply::RespondAt(0, response);

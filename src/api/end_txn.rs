@@ -1,6 +1,8 @@
-//! EndTxn (v0–v3): commits or aborts the producer's open transaction at its
+//! EndTxn (v0–v5): commits or aborts the producer's open transaction at its
 //! coordinator (`shard::txn_routing::end_txn`): decided durably, then marked on every
-//! partition and group of the transaction.
+//! partition and group of the transaction. v5 speaks transactions V2 (KIP-890 part 2):
+//! the epoch is bumped by every transaction, and the answer carries the producer id and
+//! epoch of the next one.
 
 use std::rc::Rc;
 
@@ -9,7 +11,7 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{security::acl::Operation, shard::context::ShardContext};
+use crate::{security::acl::Operation, shard::context::ShardContext, txn::state::TxnProtocol};
 
 use super::{authorize::Access, error_code::fenced_before, Call, Handler, Reply};
 
@@ -31,16 +33,35 @@ impl Handler for EndTxn {
     ) -> Reply<EndTxnResponse> {
         let id = req.transactional_id.0.as_str();
         let access = Access::of(&ctx, &call).await;
+        let protocol = if call.version() >= 5 {
+            TxnProtocol::V2
+        } else {
+            TxnProtocol::V1
+        };
         let outcome = if access.transactional_id(Operation::Write, id) {
-            ctx.end_txn(id, req.producer_id.0, req.producer_epoch, req.committed)
-                .await
+            ctx.end_txn(
+                id,
+                req.producer_id.0,
+                req.producer_epoch,
+                req.committed,
+                protocol,
+            )
+            .await
         } else {
             Err(ResponseError::TransactionalIdAuthorizationFailed)
         };
         let mut response = EndTxnResponse::default();
-        response.error_code = outcome
-            .err()
-            .map_or(0, |e| fenced_before(e, call.version(), 2).code());
+        match outcome {
+            Ok((producer_id, epoch)) => {
+                response.producer_id = producer_id.into();
+                response.producer_epoch = epoch;
+            }
+            Err(e) => {
+                response.error_code = fenced_before(e, call.version(), 2).code();
+                response.producer_id = (-1).into();
+                response.producer_epoch = -1;
+            }
+        }
         Reply::Respond(response)
     }
 }

@@ -11,6 +11,7 @@
 pub mod acl_wire;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod add_partitions_to_txn_brokers;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
@@ -74,7 +75,7 @@ use crate::shard::context::ShardContext;
 /// Every API this broker serves: its key, lowest and highest version, and handler.
 /// ApiVersions answers with this table and [`decode`] refuses anything outside it.
 pub const ROUTES: &[Route] = &[
-    Route::to::<produce::Produce>(ApiKey::Produce, 3, 9),
+    Route::to::<produce::Produce>(ApiKey::Produce, 3, 12),
     Route::to::<fetch::Fetch>(ApiKey::Fetch, 4, 12),
     Route::to::<list_offsets::ListOffsets>(ApiKey::ListOffsets, 1, 7),
     Route::to::<delete_records::DeleteRecords>(ApiKey::DeleteRecords, 0, 2),
@@ -117,10 +118,10 @@ pub const ROUTES: &[Route] = &[
     Route::to::<describe_groups::DescribeGroups>(ApiKey::DescribeGroups, 0, 5),
     Route::to::<delete_groups::DeleteGroups>(ApiKey::DeleteGroups, 0, 2),
     Route::to::<offset_delete::OffsetDelete>(ApiKey::OffsetDelete, 0, 0),
-    Route::to::<add_partitions_to_txn::AddPartitionsToTxn>(ApiKey::AddPartitionsToTxn, 0, 3),
-    Route::to::<add_offsets_to_txn::AddOffsetsToTxn>(ApiKey::AddOffsetsToTxn, 0, 3),
-    Route::to::<end_txn::EndTxn>(ApiKey::EndTxn, 0, 3),
-    Route::to::<txn_offset_commit::TxnOffsetCommit>(ApiKey::TxnOffsetCommit, 0, 3),
+    Route::to::<add_partitions_to_txn::AddPartitionsToTxn>(ApiKey::AddPartitionsToTxn, 0, 5),
+    Route::to::<add_offsets_to_txn::AddOffsetsToTxn>(ApiKey::AddOffsetsToTxn, 0, 4),
+    Route::to::<end_txn::EndTxn>(ApiKey::EndTxn, 0, 5),
+    Route::to::<txn_offset_commit::TxnOffsetCommit>(ApiKey::TxnOffsetCommit, 0, 5),
     Route::to::<write_txn_markers::WriteTxnMarkers>(ApiKey::WriteTxnMarkers, 1, 1),
     Route::to::<describe_transactions::DescribeTransactions>(ApiKey::DescribeTransactions, 0, 0),
     Route::to::<list_transactions::ListTransactions>(ApiKey::ListTransactions, 0, 1),

@@ -44,14 +44,28 @@ enum Pending {
     },
 }
 
+/// What one partition's batches are appended as: `acks`, whether the request names a
+/// transactional id, and that id when the producer speaks transactions V2 (Produce
+/// v12+), whose partitions this leader enrols in the transaction itself.
+#[derive(Clone, Copy)]
+struct AppendAs<'a> {
+    acks: i16,
+    transactional: bool,
+    enrols: Option<&'a str>,
+}
+
 async fn append_one(
     ctx: &ShardContext,
-    acks: i16,
+    how: AppendAs<'_>,
     topic: &str,
     partition: i32,
     records: Option<&Bytes>,
-    transactional: bool,
 ) -> Pending {
+    let AppendAs {
+        acks,
+        transactional,
+        enrols,
+    } = how;
     let log = match ctx.partition(topic, partition).await {
         Ok(log) => log,
         Err(e) => return Pending::Failed(e.kafka_error(), None),
@@ -85,6 +99,11 @@ async fn append_one(
             return Pending::Failed(ResponseError::InvalidRecord, Some(refusal));
         }
     }
+    if let Some(id) = enrols {
+        if let Err((e, why)) = enrol(ctx, &log, id, topic, partition as u32, &payload).await {
+            return Pending::Failed(e, Some(why));
+        }
+    }
     if rules.log_append_time {
         // The broker's time goes into each batch, as Kafka does.
         let now_ms = std::time::SystemTime::now()
@@ -109,6 +128,47 @@ async fn append_one(
         },
         Err(e) => Pending::Failed(e.kafka_error(), Some(e.to_string())),
     }
+}
+
+/// Transactions V2: before a producer's first transactional batch of a transaction
+/// reaches this partition (no transaction of its open here at its epoch), the partition
+/// is added to the transaction at its coordinator, as Kafka's leaders do for Produce
+/// v12. The coordinator's refusals become the errors Kafka's produce answers with:
+/// retriable while it is unreachable or still ending the previous transaction.
+async fn enrol(
+    ctx: &ShardContext,
+    log: &crate::storage::PartitionLog,
+    id: &str,
+    topic: &str,
+    partition: u32,
+    payload: &ProducePayload,
+) -> Result<(), (ResponseError, String)> {
+    let Some(batch) = payload.batches().next().filter(|b| b.is_transactional()) else {
+        return Ok(());
+    };
+    let (producer_id, epoch) = (batch.producer_id(), batch.producer_epoch());
+    if log.in_transaction(producer_id, epoch) {
+        return Ok(());
+    }
+    let partitions = [(topic.to_string(), partition)];
+    ctx.enrol_in_txn(id, producer_id, epoch, &partitions, &[])
+        .await
+        .map_err(|e| {
+            let why = format!("adding {topic}-{partition} to transaction {id}: {e:?}");
+            let answer = match e {
+                ResponseError::CoordinatorNotAvailable
+                | ResponseError::CoordinatorLoadInProgress
+                | ResponseError::NotCoordinator
+                | ResponseError::ConcurrentTransactions => ResponseError::NotEnoughReplicas,
+                ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
+                    ResponseError::InvalidProducerEpoch
+                }
+                ResponseError::InvalidProducerIdMapping
+                | ResponseError::TransactionalIdAuthorizationFailed => e,
+                _ => ResponseError::InvalidTxnState,
+            };
+            (answer, why)
+        })
 }
 
 /// Why `payload` is refused for what its batches claim to be, if it is: a client never
@@ -153,9 +213,22 @@ struct Appended {
 }
 
 /// Appends every partition's batches.
-async fn append(ctx: &ShardContext, access: &Access, req: &ProduceRequest) -> Appended {
+async fn append(
+    ctx: &ShardContext,
+    access: &Access,
+    version: i16,
+    req: &ProduceRequest,
+) -> Appended {
     let acks_valid = (-1..=1).contains(&req.acks);
-    let transactional = req.transactional_id.is_some();
+    let how = AppendAs {
+        acks: req.acks,
+        transactional: req.transactional_id.is_some(),
+        enrols: req
+            .transactional_id
+            .as_ref()
+            .filter(|_| version >= 12)
+            .map(|id| id.0.as_str()),
+    };
     // A transactional produce needs WRITE on its transactional id.
     let txn_writable = req
         .transactional_id
@@ -173,15 +246,7 @@ async fn append(ctx: &ShardContext, access: &Access, req: &ProduceRequest) -> Ap
             } else if !txn_writable {
                 Pending::Failed(ResponseError::TransactionalIdAuthorizationFailed, None)
             } else {
-                append_one(
-                    ctx,
-                    req.acks,
-                    name,
-                    partition.index,
-                    partition.records.as_ref(),
-                    transactional,
-                )
-                .await
+                append_one(ctx, how, name, partition.index, partition.records.as_ref()).await
             };
             pending.push((name.to_string(), partition.index, p));
         }
@@ -324,7 +389,7 @@ impl Handler for Produce {
         request: ProduceRequest,
     ) -> Phase<ProduceResponse, impl Future<Output = Reply<ProduceResponse>> + 'static> {
         let access = Access::of(&ctx, &call).await;
-        let appended = append(&ctx, &access, &request).await;
+        let appended = append(&ctx, &access, call.version(), &request).await;
         if appended.acks == 0 {
             return Phase::Done(unanswered(&ctx, &appended.pending));
         }

@@ -1,8 +1,9 @@
-//! TxnOffsetCommit (v0–v3): a transactional producer commits a group's offsets inside
+//! TxnOffsetCommit (v0–v5): a transactional producer commits a group's offsets inside
 //! its transaction. The group's coordinator keeps them pending — invisible to
 //! OffsetFetch — until the transaction's marker commits or drops them
 //! (`group::coordinator::txn_offsets`). v3 names the member and generation, fenced as
-//! OffsetCommit fences them.
+//! OffsetCommit fences them; from v5 (transactions V2) the group coordinator adds the
+//! group to the transaction itself, in place of the client's AddOffsetsToTxn.
 
 use std::rc::Rc;
 
@@ -94,9 +95,29 @@ impl Handler for TxnOffsetCommit {
                             req.group_instance_id.as_ref().map(|i| i.as_str()),
                         )
                     });
-                    ctx.coordinator
-                        .commit_pending(group, member, req.producer_id.0, offsets.clone(), journal)
-                        .await
+                    // Transactions V2 (v5+): the group joins the transaction here,
+                    // without the client's AddOffsetsToTxn.
+                    let enrolled = if version >= 5 {
+                        let groups = [group.to_string()];
+                        ctx.enrol_in_txn(id, req.producer_id.0, req.producer_epoch, &[], &groups)
+                            .await
+                    } else {
+                        Ok(())
+                    };
+                    match enrolled {
+                        Ok(()) => {
+                            ctx.coordinator
+                                .commit_pending(
+                                    group,
+                                    member,
+                                    req.producer_id.0,
+                                    offsets.clone(),
+                                    journal,
+                                )
+                                .await
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
                 Err(e) => Err(e),
             }

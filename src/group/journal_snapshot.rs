@@ -199,6 +199,7 @@ mod tests {
                     groups: Default::default(),
                     started_ms: -1,
                     updated_ms: 0,
+                    next_producer_id: None,
                 },
             },
         }

@@ -14,8 +14,9 @@ use crate::{
     group::journal::Journal,
     metadata::{cluster_state::OFFSETS_TOPIC, placement::coordinator_slot},
     txn::{
+        enrol,
         markers::{self, MarkerTarget, TxnEnd},
-        state::{self, TxnMetadata, TxnState},
+        state::{self, TxnMetadata, TxnProtocol, TxnState},
     },
 };
 
@@ -52,15 +53,19 @@ impl ShardContext {
             }
             Ok(())
         };
-        for (topic, p) in &meta.partitions {
-            let leader = self
-                .partition_state(topic, *p)
-                .and_then(|s| s.leader)
-                .ok_or_else(|| format!("{topic}-{p} has no leader"))?;
-            add(leader, topic, *p)?;
-        }
         let snapshot = self.metadata();
         let table = &snapshot.view.coordinators;
+        for (topic, p) in &meta.partitions {
+            // A journal partition a V2 group coordinator enrolled stands for the groups
+            // of its coordinator slot (a single host has the slots but no journal).
+            let leader = if topic == OFFSETS_TOPIC {
+                table.get(*p as usize).copied()
+            } else {
+                self.partition_state(topic, *p).and_then(|s| s.leader)
+            }
+            .ok_or_else(|| format!("{topic}-{p} has no leader"))?;
+            add(leader, topic, *p)?;
+        }
         for group in &meta.groups {
             let slot = coordinator_slot(group, table.len());
             let node = *table
@@ -137,28 +142,80 @@ impl ShardContext {
         Ok(())
     }
 
+    /// Adds `partitions` and `groups` to `id`'s transaction wherever it is
+    /// coordinated: here, or at its coordinator's host (the brokers' AddPartitionsToTxn,
+    /// each group as its journal partition). Transactions V2's implicit enrolment.
+    pub async fn enrol_in_txn(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &[(String, u32)],
+        groups: &[String],
+    ) -> Result<(), ResponseError> {
+        self.resync().await;
+        if self.owns_group(id) {
+            return self
+                .add_to_txn(id, producer_id, epoch, partitions, groups)
+                .await;
+        }
+        let snapshot = self.metadata();
+        let table = &snapshot.view.coordinators;
+        let addr = table
+            .get(coordinator_slot(id, table.len()))
+            .and_then(|node| self.node_addr(*node))
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let mut all = partitions.to_vec();
+        all.extend(groups.iter().map(|g| {
+            (
+                OFFSETS_TOPIC.to_string(),
+                coordinator_slot(g, table.len()) as u32,
+            )
+        }));
+        enrol::add_remotely(&self.peer_dialer(), &addr, id, producer_id, epoch, &all).await
+    }
+
     /// EndTxn at `id`'s coordinator: the outcome is decided durably (a Prepare state),
     /// then the markers are written and the transaction completes. When the markers
     /// cannot all be written now the answer is still OK — the outcome is decided and
     /// the background pass finishes it, as Kafka's coordinator answers once the
-    /// Prepare state is logged.
+    /// Prepare state is logged. Returns the producer id and epoch the producer's next
+    /// transaction uses (a new epoch in V2, and a new id once the epochs ran out).
     pub async fn end_txn(
         &self,
         id: &str,
         producer_id: i64,
         epoch: i16,
         commit: bool,
-    ) -> Result<(), ResponseError> {
+        protocol: TxnProtocol,
+    ) -> Result<(i64, i16), ResponseError> {
         let journal = self.coordinating(id).await?;
         let lock = self.txns.lock(id);
         let _held = lock.acquire().await;
         let current = self.txns.get(id)?;
-        match state::end(current.as_ref(), producer_id, epoch, commit, now_ms())? {
-            state::EndOutcome::AlreadyDone => Ok(()),
-            state::EndOutcome::Prepare(prepared) => {
+        match state::end(
+            current.as_ref(),
+            producer_id,
+            epoch,
+            commit,
+            protocol,
+            now_ms(),
+        )? {
+            state::EndOutcome::AlreadyDone => Ok(current
+                .as_ref()
+                .map_or((producer_id, epoch), state::next_producer)),
+            state::EndOutcome::Prepare(mut prepared) => {
+                if state::needs_next_producer_id(&prepared) {
+                    let fresh = self.producer_ids.allocate().await.map_err(|e| {
+                        tracing::error!(error = %e, "cannot allocate a producer id");
+                        ResponseError::UnknownServerError
+                    })?;
+                    prepared = state::with_next_producer_id(prepared, fresh);
+                }
                 self.txns.persist(id, &prepared, journal.as_ref()).await?;
+                let next = state::next_producer(&prepared);
                 let _ = self.finish_txn(id, &prepared, journal.as_ref()).await;
-                Ok(())
+                Ok(next)
             }
         }
     }

@@ -6,17 +6,15 @@
 
 use std::time::Duration;
 
-use futures_lite::future;
 use futures_util::future::join_all;
 use kafka_protocol::messages::{
     write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic},
     ProducerId, TopicName, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use weir_client::{
-    connection::{call, connect_with},
-    dialer::Dialer,
-};
+use weir_client::dialer::Dialer;
+
+use super::peer;
 
 /// The only WriteTxnMarkers version (v1, flexible; Kafka 4 removed v0).
 pub const WRITE_TXN_MARKERS_VERSION: i16 = 1;
@@ -111,25 +109,15 @@ async fn write_one(dialer: &Dialer, end: TxnEnd, target: &MarkerTarget) -> Resul
         reason,
     };
     let request = request(end, &target.partitions);
-    let exchange = async {
-        let (mut writer, mut reader) = connect_with(dialer, &target.addr, "weir-txn-markers")
-            .await
-            .map_err(|e| e.to_string())?;
-        call(
-            &mut writer,
-            &mut reader,
-            &request,
-            WRITE_TXN_MARKERS_VERSION,
-        )
-        .await
-        .map_err(|e| e.to_string())
-    };
-    let answer = future::or(async { Some(exchange.await) }, async {
-        glommio::timer::sleep(ANSWER_TIMEOUT).await;
-        None
-    })
+    let answer = peer::ask(
+        dialer,
+        &target.addr,
+        "weir-txn-markers",
+        &request,
+        WRITE_TXN_MARKERS_VERSION,
+        ANSWER_TIMEOUT,
+    )
     .await
-    .ok_or_else(|| unreachable(format!("no answer in {} s", ANSWER_TIMEOUT.as_secs())))?
     .map_err(unreachable)?;
     for marker in &answer.markers {
         for topic in &marker.topics {

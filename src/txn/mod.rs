@@ -6,5 +6,7 @@
 //! `storage::partition_txns`.
 
 pub mod coordinator;
+pub mod enrol;
 pub mod markers;
+pub mod peer;
 pub mod state;

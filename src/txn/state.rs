@@ -1,6 +1,6 @@
 //! One transactional id's state at its coordinator, and every transition Kafka's
 //! transaction coordinator makes (`TransactionMetadata`, `TransactionCoordinator`,
-//! transactions V1): pure functions from a state and a request to a new state or an
+//! transactions V1 and V2): pure functions from a state and a request to a new state or an
 //! error, with no I/O, so the coordinator persists the result before it answers.
 //!
 //! ```text
@@ -75,6 +75,10 @@ pub struct TxnMetadata {
     pub started_ms: i64,
     /// When the state last changed.
     pub updated_ms: i64,
+    /// The producer id the next transaction takes, allocated by an EndTxn of
+    /// transactions V2 that used up the epochs of this one; taken up on completion.
+    #[serde(default)]
+    pub next_producer_id: Option<i64>,
 }
 
 /// The largest epoch before a producer id is replaced by a new one (Kafka's
@@ -142,6 +146,7 @@ pub fn init(
                 groups: BTreeSet::new(),
                 started_ms: -1,
                 updated_ms: now_ms,
+                next_producer_id: None,
             },
             new_producer_id: true,
         });
@@ -252,6 +257,22 @@ pub fn add(
     Ok(Some(next))
 }
 
+/// The brokers' verify-only AddPartitionsToTxn (KIP-890 part 1): `Ok` when the
+/// producer's transaction is open at `epoch` with every one of `partitions` in it.
+pub fn verify(
+    meta: Option<&TxnMetadata>,
+    producer_id: i64,
+    epoch: i16,
+    partitions: &[(String, u32)],
+) -> Result<(), ResponseError> {
+    let meta = check_producer(meta, producer_id, epoch)?;
+    if meta.state == TxnState::Ongoing && partitions.iter().all(|p| meta.partitions.contains(p)) {
+        Ok(())
+    } else {
+        Err(ResponseError::InvalidTxnState)
+    }
+}
+
 /// What EndTxn decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EndOutcome {
@@ -261,33 +282,103 @@ pub enum EndOutcome {
     AlreadyDone,
 }
 
-/// EndTxn: commit (`true`) or abort the open transaction.
+/// Which transaction protocol an EndTxn speaks: V1 keeps the producer's epoch; V2
+/// (KIP-890 part 2, EndTxn v5) bumps it with every transaction, so a request delayed
+/// from one transaction can never end the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnProtocol {
+    /// Transactions V1.
+    V1,
+    /// Transactions V2: the epoch is bumped by every EndTxn.
+    V2,
+}
+
+/// EndTxn: commit (`true`) or abort the open transaction. In V2 the Prepare state is at
+/// the next epoch (its markers fence the ending producer epoch everywhere), a producer
+/// whose epochs ran out is given `fresh_producer_id` for its next transaction, and a
+/// retry from the epoch just ended is answered as the first request was.
 pub fn end(
     meta: Option<&TxnMetadata>,
     producer_id: i64,
     epoch: i16,
     commit: bool,
+    protocol: TxnProtocol,
     now_ms: i64,
 ) -> Result<EndOutcome, ResponseError> {
-    let meta = check_producer(meta, producer_id, epoch)?;
-    match (meta.state, commit) {
-        (TxnState::Ongoing, _) => {
-            let mut next = meta.clone();
-            next.state = if commit {
-                TxnState::PrepareCommit
-            } else {
-                TxnState::PrepareAbort
+    if protocol == TxnProtocol::V2 {
+        if let Some(m) = meta.filter(|m| {
+            m.producer_id == producer_id
+                && epoch != m.producer_epoch
+                && epoch == m.last_producer_epoch
+        }) {
+            return match (m.state, commit) {
+                (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+                    Ok(EndOutcome::AlreadyDone)
+                }
+                (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+                    Err(ResponseError::ConcurrentTransactions)
+                }
+                _ => Err(ResponseError::ProducerFenced),
             };
-            next.updated_ms = now_ms;
+        }
+    }
+    let meta = check_producer(meta, producer_id, epoch)?;
+    let prepare = |meta: &TxnMetadata| {
+        let mut next = meta.clone();
+        next.state = if commit {
+            TxnState::PrepareCommit
+        } else {
+            TxnState::PrepareAbort
+        };
+        next.updated_ms = now_ms;
+        if protocol == TxnProtocol::V2 {
+            next.last_producer_epoch = meta.producer_epoch;
+            next.producer_epoch = meta.producer_epoch.saturating_add(1).min(EPOCH_MAX);
+        }
+        next
+    };
+    match (meta.state, commit, protocol) {
+        (TxnState::Ongoing, _, _) => Ok(EndOutcome::Prepare(prepare(meta))),
+        // V2 clients enrol partitions through their produce requests, so one may end a
+        // transaction the coordinator never saw open: it ends empty, at the next epoch.
+        (
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort,
+            _,
+            TxnProtocol::V2,
+        ) => {
+            let mut next = prepare(meta);
+            next.partitions.clear();
+            next.groups.clear();
             Ok(EndOutcome::Prepare(next))
         }
-        (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+        (TxnState::CompleteCommit, true, _) | (TxnState::CompleteAbort, false, _) => {
             Ok(EndOutcome::AlreadyDone)
         }
-        (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+        (TxnState::PrepareCommit, true, _) | (TxnState::PrepareAbort, false, _) => {
             Err(ResponseError::ConcurrentTransactions)
         }
         _ => Err(ResponseError::InvalidTxnState),
+    }
+}
+
+/// True when the epoch of a V2 Prepare state cannot be bumped again: its producer must
+/// move to a fresh producer id for its next transaction (see [`with_next_producer_id`]).
+pub fn needs_next_producer_id(prepared: &TxnMetadata) -> bool {
+    prepared.producer_epoch >= EPOCH_MAX && prepared.next_producer_id.is_none()
+}
+
+/// `prepared` with the producer id its next transaction takes.
+pub fn with_next_producer_id(mut prepared: TxnMetadata, producer_id: i64) -> TxnMetadata {
+    prepared.next_producer_id = Some(producer_id);
+    prepared
+}
+
+/// The producer id and epoch an EndTxn v5 answers with: those the producer's next
+/// transaction uses.
+pub fn next_producer(meta: &TxnMetadata) -> (i64, i16) {
+    match meta.next_producer_id {
+        Some(id) => (id, 0),
+        None => (meta.producer_id, meta.producer_epoch),
     }
 }
 
@@ -305,6 +396,11 @@ pub fn complete(meta: &TxnMetadata, now_ms: i64) -> Option<TxnMetadata> {
     next.groups.clear();
     next.started_ms = -1;
     next.updated_ms = now_ms;
+    if let Some(id) = next.next_producer_id.take() {
+        next.producer_id = id;
+        next.producer_epoch = 0;
+        next.last_producer_epoch = -1;
+    }
     Some(next)
 }
 

@@ -133,6 +133,12 @@ impl PartitionLog {
             )
     }
 
+    /// True when `producer_id` has a transaction open in this partition at `epoch`.
+    pub fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        let st = self.shared.state.borrow();
+        st.txns.is_open(producer_id) && st.producers.epoch_of(producer_id) == Some(epoch)
+    }
+
     /// Producers with a transaction open in this partition, with its first offset.
     pub fn open_transactions(&self) -> Vec<(i64, Offset)> {
         self.shared.state.borrow().txns.open().collect()

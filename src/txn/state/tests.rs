@@ -37,7 +37,7 @@ fn a_transaction_commits_and_the_next_init_bumps_the_epoch() {
         Ok(None),
         "already in"
     );
-    let EndOutcome::Prepare(m) = end(Some(&m), 7, 0, true, 3).expect("end") else {
+    let EndOutcome::Prepare(m) = end(Some(&m), 7, 0, true, TxnProtocol::V1, 3).expect("end") else {
         panic!("prepare")
     };
     assert_eq!(m.state, TxnState::PrepareCommit);
@@ -46,15 +46,18 @@ fn a_transaction_commits_and_the_next_init_bumps_the_epoch() {
         Err(ResponseError::ConcurrentTransactions)
     );
     assert_eq!(
-        end(Some(&m), 7, 0, false, 4),
+        end(Some(&m), 7, 0, false, TxnProtocol::V1, 4),
         Err(ResponseError::InvalidTxnState)
     );
     let m = complete(&m, 5).expect("complete");
     assert_eq!(m.state, TxnState::CompleteCommit);
     assert!(m.partitions.is_empty());
-    assert_eq!(end(Some(&m), 7, 0, true, 6), Ok(EndOutcome::AlreadyDone));
     assert_eq!(
-        end(Some(&m), 7, 0, false, 6),
+        end(Some(&m), 7, 0, true, TxnProtocol::V1, 6),
+        Ok(EndOutcome::AlreadyDone)
+    );
+    assert_eq!(
+        end(Some(&m), 7, 0, false, TxnProtocol::V1, 6),
         Err(ResponseError::InvalidTxnState)
     );
     let again = ready(init(Some(&m), 60_000, MAX, None, 7).expect("init"), 99);
@@ -83,7 +86,7 @@ fn a_new_instance_aborts_the_open_transaction_and_fences_the_old_one() {
     );
     let done = complete(&fenced, 4).expect("complete");
     assert_eq!(
-        end(Some(&done), 7, 0, true, 5),
+        end(Some(&done), 7, 0, true, TxnProtocol::V1, 5),
         Err(ResponseError::ProducerFenced),
         "the zombie's commit"
     );
@@ -107,7 +110,7 @@ fn bad_requests_get_kafkas_errors() {
         Err(ResponseError::InvalidProducerIdMapping)
     );
     assert_eq!(
-        end(Some(&m), 7, 0, true, 1),
+        end(Some(&m), 7, 0, true, TxnProtocol::V1, 1),
         Err(ResponseError::InvalidTxnState),
         "nothing open"
     );
@@ -155,12 +158,74 @@ fn a_retried_init_gets_the_same_epoch_and_an_exhausted_epoch_a_new_id() {
     assert_eq!(meta.producer_epoch, 0);
 }
 
+#[test]
+fn transactions_v2_bump_the_epoch_and_a_delayed_end_cannot_end_the_next_one() {
+    let m = ready(init(None, 60_000, MAX, None, 0).expect("init"), 7);
+    let m = add(Some(&m), 7, 0, &[p("a", 0)], &[], 1)
+        .expect("add")
+        .expect("changed");
+    let EndOutcome::Prepare(m) = end(Some(&m), 7, 0, true, TxnProtocol::V2, 2).expect("end") else {
+        panic!("prepare")
+    };
+    assert_eq!((m.state, m.producer_epoch), (TxnState::PrepareCommit, 1));
+    assert_eq!(
+        next_producer(&m),
+        (7, 1),
+        "the answer carries the next epoch"
+    );
+    // A retry from the epoch just ended, before and after the markers.
+    assert_eq!(
+        end(Some(&m), 7, 0, true, TxnProtocol::V2, 3),
+        Err(ResponseError::ConcurrentTransactions)
+    );
+    let m = complete(&m, 4).expect("complete");
+    assert_eq!(
+        end(Some(&m), 7, 0, true, TxnProtocol::V2, 5),
+        Ok(EndOutcome::AlreadyDone)
+    );
+    assert_eq!(
+        end(Some(&m), 7, 0, false, TxnProtocol::V2, 5),
+        Err(ResponseError::ProducerFenced)
+    );
+    // The next transaction, at epoch 1: the delayed EndTxn of epoch 0 cannot end it.
+    let next = add(Some(&m), 7, 1, &[p("b", 0)], &[], 6)
+        .expect("add")
+        .expect("opened");
+    assert_eq!(next.state, TxnState::Ongoing);
+    assert_eq!(
+        end(Some(&next), 7, 0, true, TxnProtocol::V2, 7),
+        Err(ResponseError::ProducerFenced)
+    );
+    // An end the coordinator never saw open (nothing was enrolled) ends empty.
+    let EndOutcome::Prepare(empty) = end(Some(&m), 7, 1, false, TxnProtocol::V2, 8).expect("end")
+    else {
+        panic!("prepare")
+    };
+    assert_eq!((empty.producer_epoch, empty.partitions.len()), (2, 0));
+    // The last epoch: the next transaction moves to a fresh producer id.
+    let worn = TxnMetadata {
+        producer_epoch: EPOCH_MAX - 1,
+        ..next
+    };
+    let EndOutcome::Prepare(last) =
+        end(Some(&worn), 7, EPOCH_MAX - 1, true, TxnProtocol::V2, 9).expect("end")
+    else {
+        panic!("prepare")
+    };
+    assert!(needs_next_producer_id(&last));
+    let last = with_next_producer_id(last, 8);
+    assert_eq!(next_producer(&last), (8, 0));
+    let done = complete(&last, 10).expect("complete");
+    assert_eq!((done.producer_id, done.producer_epoch), (8, 0));
+    assert!(add(Some(&done), 8, 0, &[p("a", 0)], &[], 11).is_ok());
+}
+
 /// A request from the producer at epoch `epoch_back` epochs behind the current one.
 #[derive(Debug, Clone)]
 enum Op {
     Init,
     Add(u32, u8),
-    End(bool, u8),
+    End(bool, u8, bool),
     Complete,
     Expire(i64),
 }
@@ -170,7 +235,7 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
         prop_oneof![
             Just(Op::Init),
             (0u32..3, 0u8..2).prop_map(|(n, back)| Op::Add(n, back)),
-            (any::<bool>(), 0u8..2).prop_map(|(c, back)| Op::End(c, back)),
+            (any::<bool>(), 0u8..2, any::<bool>()).prop_map(|(c, back, v2)| Op::End(c, back, v2)),
             Just(Op::Complete),
             (0i64..2000).prop_map(Op::Expire),
         ],
@@ -203,11 +268,15 @@ proptest! {
                     }
                     r.ok().flatten()
                 }
-                Op::End(commit, back) => {
+                Op::End(commit, back, v2) => {
                     let epoch = meta.producer_epoch - i16::from(back);
-                    match end(Some(&meta), 1, epoch, commit, now) {
+                    let protocol = if v2 { TxnProtocol::V2 } else { TxnProtocol::V1 };
+                    match end(Some(&meta), 1, epoch, commit, protocol, now) {
                         Ok(EndOutcome::Prepare(m)) => {
                             prop_assert_eq!(back, 0, "a stale epoch ended a transaction");
+                            if v2 {
+                                prop_assert!(m.producer_epoch > meta.producer_epoch, "V2 bumps");
+                            }
                             Some(m)
                         }
                         _ => None,

@@ -14,6 +14,8 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.stream.Collectors;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -30,7 +32,8 @@ import org.apache.kafka.streams.StreamsConfig;
 import org.junit.jupiter.api.Test;
 
 /**
- * Transactions with the Java client 4.4: committed and aborted transactions as
+ * Transactions with the Java client 4.4, which speaks transactions V2 to weir (an epoch
+ * bump per transaction, partitions enrolled by their leaders): committed and aborted transactions as
  * read_committed and read_uncommitted consumers see them, a zombie fenced by a new
  * instance, Kafka's kafka-transactions.sh (list, describe, describe-producers, abort of a
  * hanging transaction), and a Kafka Streams word count with exactly_once_v2 whose counts
@@ -86,6 +89,18 @@ class TransactionCases {
         p.beginTransaction();
         send(p, topic, "later", 10);
         p.commitTransaction();
+
+        // Transactions V2 (the broker finalizes transaction.version 2): every transaction
+        // ended at a new epoch, whose markers moved the partitions' producer there.
+        try (Admin admin = Weir.admin()) {
+            TopicPartition first = new TopicPartition(topic, 0);
+            List<ProducerState> producers = admin.describeProducers(List.of(first))
+                    .partitionResult(first).get().activeProducers();
+            assertEquals(List.of(3), producers.stream().map(ProducerState::producerEpoch)
+                    .collect(Collectors.toList()), "epochs after three transactions: " + producers);
+        } catch (Exception e) {
+            throw new AssertionError("describe producers", e);
+        }
 
         List<String> committed = keys(topic, "read_committed", 40);
         assertEquals(40, committed.size(), "read_committed: " + committed);
