@@ -37,8 +37,14 @@ if mode == "produce":
                       file=sys.stderr, flush=True)
         # librdkafka's idempotence log (epoch bumps, drains, sequence resets) goes to
         # stderr, kept beside the acks, so a record stored twice can be traced.
+        # One request in flight: with more, a request that fails at a leader change
+        # makes the new leader answer the ones pipelined behind it OUT_OF_ORDER_SEQUENCE
+        # (as Kafka does), and librdkafka then bumps its epoch and re-sends, at the new
+        # epoch, messages of other partitions that may already be stored — duplicates
+        # (librdkafka issue 4953, seen here as one record at two consecutive offsets).
         p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                      "linger.ms": 2, "message.timeout.ms": 120000, "debug": "eos"})
+                      "linger.ms": 2, "message.timeout.ms": 120000, "debug": "eos",
+                      "max.in.flight.requests.per.connection": 1})
         i = 0
         while not os.path.exists(stop):
             if rate and i > rate * (time.monotonic() - started):
