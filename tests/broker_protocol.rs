@@ -298,6 +298,17 @@ fn a_retried_idempotent_batch_is_stored_once() {
         8,
         "two batches stored, not three"
     );
+    // Five batches later the first is older than any the partition remembers: a retry
+    // of it (its first send went to a leader cut off meanwhile) is stored already, as
+    // DUPLICATE_SEQUENCE_NUMBER says, which clients take as success; nothing is added.
+    for seq in [8, 12, 16, 20, 24] {
+        assert_eq!(produce(port, "idem", 0, batch(seq)), (0, i64::from(seq)));
+    }
+    assert_eq!(
+        produce(port, "idem", 0, batch(0)).0,
+        code(ResponseError::DuplicateSequenceNumber)
+    );
+    assert_eq!(fetch(port, "idem", 0, 0).1, 28, "seven batches stored");
 }
 
 #[test]

@@ -51,9 +51,9 @@ impl KafkaError for StorageError {
             StorageError::Sequence(SequenceError::StaleEpoch { .. }) => {
                 ResponseError::InvalidProducerEpoch
             }
-            StorageError::Sequence(SequenceError::DuplicateInPayload { .. }) => {
-                ResponseError::DuplicateSequenceNumber
-            }
+            StorageError::Sequence(
+                SequenceError::DuplicateInPayload { .. } | SequenceError::StoredLongAgo { .. },
+            ) => ResponseError::DuplicateSequenceNumber,
             // Closed while the request waited: the partition was deleted or the shard
             // is stopping; the client refreshes metadata and retries elsewhere.
             StorageError::Closed(_) | StorageError::NotLeader(_) => {

@@ -70,6 +70,26 @@ pub enum SequenceError {
         /// The batch's base sequence.
         got: i32,
     },
+    /// The batch lies wholly before the oldest batch the partition remembers for the
+    /// producer's epoch: it was stored (an epoch's sequences are appended only in
+    /// order), but its offsets are no longer known. Kafka's DUPLICATE_SEQUENCE_NUMBER,
+    /// which clients take as success without an offset. A client re-sends such a batch
+    /// when its first send went to a leader that was cut off while the batches after it
+    /// were acknowledged by the next leader.
+    #[error(
+        "producer {producer_id} re-sent sequences {first}..={last}, stored before the \
+         batches remembered (from {oldest})"
+    )]
+    StoredLongAgo {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's base sequence.
+        first: i32,
+        /// The batch's last sequence.
+        last: i32,
+        /// The first sequence of the oldest batch remembered.
+        oldest: i32,
+    },
     /// A payload of several batches contained one already stored.
     #[error("producer {producer_id} re-sent a stored batch inside a multi-batch payload")]
     DuplicateInPayload {
@@ -85,6 +105,13 @@ pub fn sequence_after(sequence: i32, increment: i32) -> i32 {
     } else {
         sequence + increment
     }
+}
+
+/// True when sequence `a` comes before `b` in Kafka's wrapping sequence space (within
+/// half of it, so a wrapped sequence still counts as after).
+fn precedes(a: i32, b: i32) -> bool {
+    let distance = (i64::from(b) - i64::from(a)).rem_euclid(1 << 31);
+    distance > 0 && distance < 1 << 30
 }
 
 /// The idempotent producers of one partition.
@@ -135,6 +162,16 @@ impl ProducerStates {
                 base_offset: b.base_offset,
                 last_offset: b.last_offset,
             });
+        }
+        if let Some(oldest) = entry.batches.front() {
+            if (first == last || precedes(first, last)) && precedes(last, oldest.first) {
+                return Err(SequenceError::StoredLongAgo {
+                    producer_id,
+                    first,
+                    last,
+                    oldest: oldest.first,
+                });
+            }
         }
         let expected = entry
             .batches
@@ -286,12 +323,48 @@ mod tests {
         }
         assert!(matches!(
             s.check(1, 0, 0, 0),
-            Err(SequenceError::OutOfOrder { .. })
+            Err(SequenceError::StoredLongAgo { oldest: 2, .. })
         ));
         assert!(matches!(
             s.check(1, 0, 2, 2),
             Ok(SequenceCheck::Duplicate { .. })
         ));
+    }
+
+    #[test]
+    fn a_batch_older_than_those_remembered_is_stored_and_a_gap_is_not() {
+        let mut s = ProducerStates::default();
+        // The campaign's case: batch 3845..=3858 went to a leader that was cut off; the
+        // next leader had copied it and acknowledged many batches after it.
+        s.record(1, 0, b(3845, 3858, 3845));
+        for i in 3859..3900 {
+            s.record(1, 0, b(i, i, i as u64));
+        }
+        assert!(matches!(
+            s.check(1, 0, 3845, 3858),
+            Err(SequenceError::StoredLongAgo { oldest: 3895, .. })
+        ));
+        assert!(matches!(
+            s.check(1, 0, 3901, 3901),
+            Err(SequenceError::OutOfOrder { expected: 3900, .. })
+        ));
+        assert!(
+            matches!(
+                s.check(1, 0, 3890, 3896),
+                Err(SequenceError::OutOfOrder { .. })
+            ),
+            "a batch reaching into the remembered ones is not one of them"
+        );
+        // Across the wrap: sequences just below i32::MAX come before those from 0.
+        let mut w = ProducerStates::default();
+        for i in 0..6 {
+            w.record(2, 0, b(i, i, 10 + i as u64));
+        }
+        assert!(matches!(
+            w.check(2, 0, i32::MAX - 3, i32::MAX),
+            Err(SequenceError::StoredLongAgo { .. })
+        ));
+        assert!(precedes(i32::MAX, 0) && !precedes(0, i32::MAX) && !precedes(4, 4));
     }
 
     #[test]

@@ -102,6 +102,17 @@ pub fn check(files: &Files, consumers: usize, log: &str, history: &[Event]) -> V
         .count();
     let mut lost = 0;
     for ack in &acks {
+        // An acknowledgement without an offset (-1): the producer re-sent a batch older
+        // than the ones the leader remembers and was told DUPLICATE_SEQUENCE_NUMBER,
+        // which Kafka's clients take as stored. It must be in the log on its partition
+        // (once: the log holds each value once, checked above).
+        if ack.offset == -1
+            && at
+                .get(ack.value.as_str())
+                .is_some_and(|(p, _)| *p == ack.partition)
+        {
+            continue;
+        }
         match stored.get(&(ack.partition, ack.offset)) {
             Some(v) if *v == ack.value => {}
             other => {
@@ -321,6 +332,27 @@ mod tests {
         let verdict = check(&files, 1, "0 0 0\n0 1 1\n1 0 2\n", &[]);
         assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
         assert!(verdict.figures.contains("records acknowledged: 3"));
+    }
+
+    #[test]
+    fn an_acknowledgement_without_an_offset_needs_its_value_on_its_partition() {
+        // "1" acknowledged with offset -1 (DUPLICATE_SEQUENCE_NUMBER): stored on its
+        // partition passes; missing, or on another partition, is a loss.
+        let acks = [("0", 0, 0, 10), ("1", 0, -1, 20), ("2", 1, 0, 30)];
+        let (_dir, files) = run(&acks, &[], "");
+        let verdict = check(&files, 1, "0 0 0\n0 1 1\n1 0 2\n", &[]);
+        assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
+        for log in ["0 0 0\n1 0 2\n", "0 0 0\n1 0 2\n1 1 1\n"] {
+            let verdict = check(&files, 1, log, &[]);
+            assert!(
+                verdict
+                    .violations
+                    .iter()
+                    .any(|v| v.contains("acknowledged \"1\" at 0:-1")),
+                "{log:?}: {:?}",
+                verdict.violations
+            );
+        }
     }
 
     #[test]
