@@ -649,14 +649,10 @@ impl Admin {
         req.group_id = GroupId(StrBytes::from_string(group.to_string()));
         req.generation_id_or_member_epoch = -1;
         req.topics = vec![t];
-        let mut coordinator = Some(coordinator);
         with_coordinator_retries(|| {
-            // A retry asks where the group is again, as Kafka's clients do: the node
-            // found first may have handed the group on (a cluster's first commits).
-            let at = match coordinator.take() {
-                Some(node) => node,
-                None => self.coordinator(group)?,
-            };
+            // Each try asks where the group is, as Kafka's clients do after
+            // NOT_COORDINATOR: the node found first may have handed the group on.
+            let at = self.coordinator(group)?;
             let r = self.node(at)?.call(&req, 8)?;
             for rt in &r.topics {
                 for p in &rt.partitions {

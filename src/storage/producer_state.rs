@@ -163,28 +163,30 @@ impl ProducerStates {
                 last_offset: b.last_offset,
             });
         }
-        if let Some(oldest) = entry.batches.front() {
-            if (first == last || precedes(first, last)) && precedes(last, oldest.first) {
-                return Err(SequenceError::StoredLongAgo {
-                    producer_id,
-                    first,
-                    last,
-                    oldest: oldest.first,
-                });
-            }
-        }
         let expected = entry
             .batches
             .back()
             .map_or(first, |b| sequence_after(b.last, 1));
         if first == expected {
-            Ok(SequenceCheck::Append)
-        } else {
-            Err(SequenceError::OutOfOrder {
+            return Ok(SequenceCheck::Append);
+        }
+        // Only a batch out of order pays for this test.
+        match entry.batches.front() {
+            Some(oldest)
+                if (first == last || precedes(first, last)) && precedes(last, oldest.first) =>
+            {
+                Err(SequenceError::StoredLongAgo {
+                    producer_id,
+                    first,
+                    last,
+                    oldest: oldest.first,
+                })
+            }
+            _ => Err(SequenceError::OutOfOrder {
                 producer_id,
                 expected,
                 got: first,
-            })
+            }),
         }
     }
 
