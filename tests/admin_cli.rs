@@ -66,6 +66,29 @@ fn topics_and_groups_commands_work_against_a_running_broker() {
     assert!(ok, "{out}");
     let (ok, out) = weir(&broker, &["topics", "list"]);
     assert!(ok && out.contains("orders\t4"), "{out}");
+    // A bootstrap list passes over an address where nothing listens, as Kafka's does.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let list = format!("{closed},{}", broker.bootstrap());
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["topics", "list", "--bootstrap", &list])
+        .output()
+        .expect("run weir");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("orders\t4"),
+        "{out:?}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["topics", "list", "--bootstrap", &closed.to_string()])
+        .output()
+        .expect("run weir");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && text.contains(&closed.to_string()),
+        "{text}"
+    );
     produce_to_every_partition(&broker, "orders", 4);
     let (ok, out) = weir(&broker, &["topics", "describe", "orders"]);
     assert!(ok, "{out}");

@@ -186,7 +186,10 @@ fn voters_join_and_leave_while_topics_are_created_without_pause() {
     let b4 = cluster.host(4).bootstrap();
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
-        let (bootstrap, stop) = (cluster.host(1).bootstrap(), Arc::clone(&stop));
+        // Every host, as a client's bootstrap list: the host whose disk is replaced
+        // below is down for its restart, which is not a metadata outage.
+        let bootstrap: Vec<String> = cluster.hosts.iter().map(|h| h.bootstrap()).collect();
+        let (bootstrap, stop) = (bootstrap.join(","), Arc::clone(&stop));
         std::thread::spawn(move || create_topics_until(bootstrap, stop))
     };
     let c1 = cluster.host(1).controller();

@@ -115,8 +115,28 @@ pub struct Admin {
 }
 
 impl Admin {
-    /// Connects to `bootstrap` (logging in as `login`, if given) and learns the brokers.
+    /// Connects to the first of `bootstrap`'s comma-separated addresses that answers
+    /// (logging in as `login`, if given) and learns the brokers from it, as Kafka's
+    /// `--bootstrap-server` list does: a host that is down is passed over. When none
+    /// answers, the error is the last address's.
     pub fn connect(bootstrap: &str, login: Option<SaslLogin>) -> Result<Admin> {
+        let mut failed = None;
+        for address in bootstrap
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+        {
+            match Admin::connect_one(address, login.clone()) {
+                Ok(admin) => return Ok(admin),
+                Err(e) => failed = Some(e),
+            }
+        }
+        Err(failed.unwrap_or_else(|| {
+            AdminError::Refused(format!("no bootstrap address in {bootstrap:?}"))
+        }))
+    }
+
+    fn connect_one(bootstrap: &str, login: Option<SaslLogin>) -> Result<Admin> {
         let mut admin = Admin {
             bootstrap: Connection::open_as(bootstrap, CLIENT_ID, login.as_ref())?,
             brokers: BTreeMap::new(),

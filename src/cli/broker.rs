@@ -7,11 +7,11 @@ use weir_client::sasl::{SaslLogin, SaslMechanism};
 /// Which running broker the admin commands talk to.
 #[derive(clap::Args)]
 pub struct BrokerAddress {
-    /// Any broker of the cluster.
+    /// Brokers of the cluster, comma-separated; the first that answers is used.
     #[arg(
         long,
         default_value = "127.0.0.1:9092",
-        value_name = "HOST:PORT",
+        value_name = "HOST:PORT[,HOST:PORT...]",
         global = true
     )]
     bootstrap: String,
