@@ -7,5 +7,6 @@
 pub mod acls;
 pub mod cluster_status;
 pub mod commands;
+pub mod groups;
 pub mod transactions;
 pub mod users;
