@@ -7,6 +7,8 @@
 
 use std::rc::Rc;
 
+use futures_util::future::join_all;
+
 use kafka_protocol::{
     messages::{
         write_txn_markers_response::{
@@ -50,6 +52,7 @@ impl Handler for WriteTxnMarkers {
             .await
             .cluster(Operation::ClusterAction);
         let mut response = WriteTxnMarkersResponse::default();
+        let ctx = &ctx;
         for marker in &req.markers {
             let end = TxnEnd {
                 producer_id: marker.producer_id.0,
@@ -57,23 +60,35 @@ impl Handler for WriteTxnMarkers {
                 commit: marker.transaction_result,
                 coordinator_epoch: marker.coordinator_epoch,
             };
+            // Every partition's marker is appended before any is waited for, so one
+            // group commit (and one replication round) makes them all durable: waited
+            // for one by one, a transaction over eight partitions paid eight rounds.
+            let marked = join_all(marker.topics.iter().flat_map(|topic| {
+                let name = topic.name.0.as_str();
+                topic.partition_indexes.iter().map(move |&p| async move {
+                    if !allowed {
+                        Err(ResponseError::ClusterAuthorizationFailed)
+                    } else if name == OFFSETS_TOPIC {
+                        end_group_offsets(ctx, p, end).await
+                    } else {
+                        mark_partition(ctx, name, p, end).await
+                    }
+                })
+            }))
+            .await;
+            let mut outcomes = marked.into_iter();
             let mut result = WritableTxnMarkerResult::default();
             result.producer_id = marker.producer_id;
             for topic in &marker.topics {
-                let name = topic.name.0.as_str();
                 let mut t = WritableTxnMarkerTopicResult::default();
                 t.name = topic.name.clone();
                 for &p in &topic.partition_indexes {
-                    let outcome = if !allowed {
-                        Err(ResponseError::ClusterAuthorizationFailed)
-                    } else if name == OFFSETS_TOPIC {
-                        end_group_offsets(&ctx, p, end).await
-                    } else {
-                        mark_partition(&ctx, name, p, end).await
-                    };
                     let mut r = WritableTxnMarkerPartitionResult::default();
                     r.partition_index = p;
-                    r.error_code = outcome.err().map_or(0, |e| e.code());
+                    r.error_code = outcomes
+                        .next()
+                        .and_then(Result::err)
+                        .map_or(0, |e| e.code());
                     t.partitions.push(r);
                 }
                 result.topics.push(t);

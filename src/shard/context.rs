@@ -9,6 +9,7 @@ use std::{collections::HashMap, rc::Rc, sync::Arc, time::Duration};
 use super::{
     metadata_view::{Leadership, MetadataSnapshot, MetadataView, ProduceRules, TopicShape},
     open_logs::{OpenLogs, PartitionKey},
+    peers::peer_dialer,
     tasks::Tasks,
 };
 use crate::{
@@ -26,7 +27,7 @@ use crate::{
     replication::{lag_report::ReplicaLags, Replication},
     semaphore::Semaphore,
     storage::{Clock, LogConfig, PartitionLog, ShardStorage, ShardStorageConfig, StorageError},
-    txn::coordinator::TxnCoordinator,
+    txn::{coordinator::TxnCoordinator, peer::Peers},
 };
 
 /// Why a partition cannot be served here (`api::error_code` says what Kafka error it is).
@@ -109,6 +110,7 @@ impl ShardContext {
         )
         .await?;
         let inflight_kib = config.inflight_bytes_max.div_ceil(1024) as u64;
+        let peers = Peers::new(peer_dialer(&config));
         let ctx = Rc::new(ShardContext {
             id,
             node: node_id(config.node_id, id),
@@ -116,7 +118,7 @@ impl ShardContext {
             registry,
             producer_ids,
             lags,
-            txns: TxnCoordinator::new(Arc::clone(&offsets)),
+            txns: TxnCoordinator::new(Arc::clone(&offsets), peers),
             coordinator: Coordinator::new(offsets),
             storage,
             inflight: Rc::new(Semaphore::new(inflight_kib)),

@@ -95,7 +95,7 @@ impl ShardContext {
             tracing::info!(id, reason, "transaction markers wait");
             ResponseError::CoordinatorNotAvailable
         })?;
-        if let Err(e) = markers::write(&self.peer_dialer(), end, &targets).await {
+        if let Err(e) = markers::write(self.txns.peers(), end, &targets).await {
             tracing::info!(id, error = %e, "transaction markers not written yet");
             return Err(ResponseError::CoordinatorNotAvailable);
         }
@@ -172,7 +172,7 @@ impl ShardContext {
                 coordinator_slot(g, table.len()) as u32,
             )
         }));
-        enrol::add_remotely(&self.peer_dialer(), &addr, id, producer_id, epoch, &all).await
+        enrol::add_remotely(self.txns.peers(), &addr, id, producer_id, epoch, &all).await
     }
 
     /// EndTxn at `id`'s coordinator: the outcome is decided durably (a Prepare state),

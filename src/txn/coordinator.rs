@@ -10,7 +10,7 @@ use std::{cell::RefCell, collections::HashMap, rc::Rc, sync::Arc};
 use crate::semaphore::{Permit, Semaphore};
 use kafka_protocol::ResponseError;
 
-use super::state::TxnMetadata;
+use super::{peer::Peers, state::TxnMetadata};
 use crate::group::{
     journal::{Journal, JournalError, JournalRecord},
     offset_store::OffsetStore,
@@ -24,6 +24,7 @@ pub const TRANSACTIONAL_ID_BYTES_MAX: usize = crate::group::offset_store::KEY_BY
 /// A shard's transaction coordinator. `!Send`.
 pub struct TxnCoordinator {
     store: Arc<OffsetStore>,
+    peers: Peers,
     syncer: OffsetSyncer,
     locks: RefCell<HashMap<String, Rc<Semaphore>>>,
 }
@@ -44,13 +45,19 @@ impl IdLock {
 }
 
 impl TxnCoordinator {
-    /// A coordinator over the host's `store`.
-    pub fn new(store: Arc<OffsetStore>) -> TxnCoordinator {
+    /// A coordinator over the host's `store`, reaching other nodes through `peers`.
+    pub fn new(store: Arc<OffsetStore>, peers: Peers) -> TxnCoordinator {
         TxnCoordinator {
+            peers,
             syncer: OffsetSyncer::new(Arc::clone(&store)),
             store,
             locks: RefCell::new(HashMap::new()),
         }
+    }
+
+    /// The connections to other nodes that markers and enrolments go over.
+    pub fn peers(&self) -> &Peers {
+        &self.peers
     }
 
     /// The lock of `id`. Locks of ids nobody waits on are dropped as they are taken.

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use super::peer::Peers;
 use kafka_protocol::{
     messages::{
         add_partitions_to_txn_request::{AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction},
@@ -15,9 +16,6 @@ use kafka_protocol::{
     protocol::StrBytes,
     ResponseError,
 };
-use weir_client::dialer::Dialer;
-
-use super::peer;
 
 /// The brokers' AddPartitionsToTxn version (v5: TRANSACTION_ABORTABLE known).
 pub const BROKER_ADD_PARTITIONS_VERSION: i16 = 5;
@@ -57,7 +55,7 @@ pub fn request(
 /// Adds `partitions` to `id`'s transaction at its coordinator `addr`; the first error
 /// the coordinator answered, or COORDINATOR_NOT_AVAILABLE when it could not be asked.
 pub async fn add_remotely(
-    dialer: &Dialer,
+    peers: &Peers,
     addr: &str,
     id: &str,
     producer_id: i64,
@@ -65,19 +63,19 @@ pub async fn add_remotely(
     partitions: &[(String, u32)],
 ) -> Result<(), ResponseError> {
     let request = request(id, producer_id, epoch, partitions);
-    let answer = peer::ask(
-        dialer,
-        addr,
-        "weir-txn-enrol",
-        &request,
-        BROKER_ADD_PARTITIONS_VERSION,
-        ANSWER_TIMEOUT,
-    )
-    .await
-    .map_err(|reason| {
-        tracing::info!(id, addr, reason, "transaction coordinator not reached");
-        ResponseError::CoordinatorNotAvailable
-    })?;
+    let answer = peers
+        .ask(
+            addr,
+            "weir-txn-enrol",
+            &request,
+            BROKER_ADD_PARTITIONS_VERSION,
+            ANSWER_TIMEOUT,
+        )
+        .await
+        .map_err(|reason| {
+            tracing::info!(id, addr, reason, "transaction coordinator not reached");
+            ResponseError::CoordinatorNotAvailable
+        })?;
     let codes = std::iter::once(answer.error_code).chain(
         answer
             .results_by_transaction

@@ -6,15 +6,13 @@
 
 use std::time::Duration;
 
+use super::peer::Peers;
 use futures_util::future::join_all;
 use kafka_protocol::messages::{
     write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic},
     ProducerId, TopicName, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use weir_client::dialer::Dialer;
-
-use super::peer;
 
 /// The only WriteTxnMarkers version (v1, flexible; Kafka 4 removed v0).
 pub const WRITE_TXN_MARKERS_VERSION: i16 = 1;
@@ -95,30 +93,30 @@ pub fn request(end: TxnEnd, partitions: &[(String, u32)]) -> WriteTxnMarkersRequ
 
 /// Sends every target its markers at once; `Ok` when all were written.
 pub async fn write(
-    dialer: &Dialer,
+    peers: &Peers,
     end: TxnEnd,
     targets: &[MarkerTarget],
 ) -> Result<(), MarkerError> {
-    let results = join_all(targets.iter().map(|t| write_one(dialer, end, t))).await;
+    let results = join_all(targets.iter().map(|t| write_one(peers, end, t))).await;
     results.into_iter().collect()
 }
 
-async fn write_one(dialer: &Dialer, end: TxnEnd, target: &MarkerTarget) -> Result<(), MarkerError> {
+async fn write_one(peers: &Peers, end: TxnEnd, target: &MarkerTarget) -> Result<(), MarkerError> {
     let unreachable = |reason: String| MarkerError::Unreachable {
         addr: target.addr.clone(),
         reason,
     };
     let request = request(end, &target.partitions);
-    let answer = peer::ask(
-        dialer,
-        &target.addr,
-        "weir-txn-markers",
-        &request,
-        WRITE_TXN_MARKERS_VERSION,
-        ANSWER_TIMEOUT,
-    )
-    .await
-    .map_err(unreachable)?;
+    let answer = peers
+        .ask(
+            &target.addr,
+            "weir-txn-markers",
+            &request,
+            WRITE_TXN_MARKERS_VERSION,
+            ANSWER_TIMEOUT,
+        )
+        .await
+        .map_err(unreachable)?;
     for marker in &answer.markers {
         for topic in &marker.topics {
             for p in &topic.partitions {
