@@ -43,6 +43,20 @@ impl Admin {
         Ok(out)
     }
 
+    /// Runs `call` at `group`'s coordinator, retried as [`with_coordinator_retries`]
+    /// says. Each try asks where the group is, as Kafka's clients do after
+    /// NOT_COORDINATOR: the node found first may have handed the group on.
+    fn at_coordinator<T>(
+        &mut self,
+        group: &str,
+        mut call: impl FnMut(&mut Admin, i32) -> Result<T>,
+    ) -> Result<T> {
+        with_coordinator_retries(|| {
+            let at = self.coordinator(group)?;
+            call(self, at)
+        })
+    }
+
     fn coordinator(&mut self, group: &str) -> Result<i32> {
         let mut req = FindCoordinatorRequest::default();
         req.key = StrBytes::from_string(group.to_string());
@@ -113,9 +127,11 @@ impl Admin {
     /// `groups describe GROUP`: state, members with their partitions, and per partition
     /// the committed offset, log end offset and lag.
     pub fn groups_describe(&mut self, group: &str) -> Result<String> {
-        let coordinator = self.coordinator(group)?;
-        let (state, members) = with_coordinator_retries(|| self.group_state(coordinator, group))?;
-        let committed = with_coordinator_retries(|| self.committed(coordinator, group))?;
+        let (coordinator, state, members) = self.at_coordinator(group, |admin, at| {
+            let (state, members) = admin.group_state(at, group)?;
+            Ok((at, state, members))
+        })?;
+        let committed = self.at_coordinator(group, |admin, at| admin.committed(at, group))?;
         let mut owner: HashMap<(String, i32), String> = HashMap::new();
         let mut out = format!(
             "group {group}: {state}, {} members, coordinator {coordinator}\nMEMBER\tCLIENT\tPARTITIONS\n",
@@ -158,8 +174,8 @@ impl Admin {
         topic: &str,
         target: ResetTarget,
     ) -> Result<String> {
-        let coordinator = self.coordinator(group)?;
-        let (state, members) = with_coordinator_retries(|| self.group_state(coordinator, group))?;
+        let (state, members) =
+            self.at_coordinator(group, |admin, at| admin.group_state(at, group))?;
         if !members.is_empty() {
             return Err(AdminError::Refused(format!(
                 "group {group} has {} active members (state {state}): stop its consumers before resetting offsets",
@@ -190,11 +206,8 @@ impl Admin {
         req.group_id = GroupId(StrBytes::from_string(group.to_string()));
         req.generation_id_or_member_epoch = -1;
         req.topics = vec![t];
-        with_coordinator_retries(|| {
-            // Each try asks where the group is, as Kafka's clients do after
-            // NOT_COORDINATOR: the node found first may have handed the group on.
-            let at = self.coordinator(group)?;
-            let r = self.node(at)?.call(&req, 8)?;
+        self.at_coordinator(group, |admin, at| {
+            let r = admin.node(at)?.call(&req, 8)?;
             for rt in &r.topics {
                 for p in &rt.partitions {
                     check(

@@ -62,10 +62,11 @@ impl Admin {
     /// `transactions describe ID`: state, producer id and epoch, timeout, how long the
     /// open transaction has run, and its partitions.
     pub fn transactions_describe(&mut self, id: &str) -> Result<String> {
-        let node = self.txn_coordinator(id)?;
         let mut request = DescribeTransactionsRequest::default();
         request.transactional_ids = vec![id_of(id)];
-        let t = with_coordinator_retries(|| {
+        let (node, t) = with_coordinator_retries(|| {
+            // Asked on every try: after NOT_COORDINATOR the id may have moved.
+            let node = self.txn_coordinator(id)?;
             let answer = self.node(node)?.call(&request, 0)?;
             let t = answer
                 .transaction_states
@@ -73,7 +74,7 @@ impl Admin {
                 .next()
                 .ok_or_else(|| AdminError::Refused("empty DescribeTransactions answer".into()))?;
             check(t.error_code, format!("describe transactional id {id}"))?;
-            Ok(t)
+            Ok((node, t))
         })?;
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
