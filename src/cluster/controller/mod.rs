@@ -482,6 +482,7 @@ impl Controller {
         let applied = self.applied();
         let state = &applied.state;
         let nodes = state.placeable_nodes();
+        let ensuring = matches!(change, MetadataChange::EnsureCoordinators);
         let cmd = match change {
             MetadataChange::CreateTopic {
                 name,
@@ -604,7 +605,14 @@ impl Controller {
                 Command::SetBrokerThrottles { node, set }
             }
         };
-        self.propose(cmd).await
+        match self.propose(cmd).await {
+            // Two hosts asked at once (both saw no table): the first one's journal topic
+            // is the table, which is all either wanted.
+            Err(MetadataError::AlreadyExists(name)) if ensuring && name == OFFSETS_TOPIC => {
+                Ok(self.applied().version())
+            }
+            outcome => outcome,
+        }
     }
 }
 
