@@ -62,7 +62,7 @@ start_cluster() {
   pids=()
   trap 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait || true; rm -rf "$dir"' EXIT
   for i in 1 2 3; do
-    target/release/weir serve --node-id "$i" --controller-quorum-voters "$voters" \
+    "${weir:-target/release/weir}" serve --node-id "$i" --controller-quorum-voters "$voters" \
       --listen "127.0.0.$i:$port" --advertise "127.0.0.$i" --shards 1 --cores $((i % 2)) \
       --data-dir "$dir/h$i" --metrics-listen off --auto-create-topics false --log-level warn &
     pids+=($!)

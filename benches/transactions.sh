@@ -70,8 +70,9 @@ for run in $(seq 1 "$RUNS"); do
       --transaction-size "$TXN_SIZE" --producers "$PRODUCERS" --duration "$DURATION")
     row "$(jq -c --argjson run "$run" --arg system "$system" \
       '{run:$run, system:$system, workload:"txn", msgs_per_s:.produce.messages_per_second,
-        produce_p99_ms:.latency_ms.produce.p99, commit_p50_ms:.latency_ms.commit.p50,
-        commit_p99_ms:.latency_ms.commit.p99}' <<< "$s")"
+        produce_p50_ms:.latency_ms.produce.p50, produce_p99_ms:.latency_ms.produce.p99,
+        commit_p50_ms:.latency_ms.commit.p50, commit_p99_ms:.latency_ms.commit.p99,
+        begin_p50_ms:.latency_ms.begin.p50}' <<< "$s")"
     lg produce "$system-fill-r$run" --topic aborts --partitions 8 --transactional \
       --transaction-size "$TXN_SIZE" --abort-ratio 0.1 --messages "$TXN_MESSAGES" > /dev/null
     for isolation in committed uncommitted; do
@@ -109,6 +110,8 @@ lines = [
     ("idempotent produce, msgs/s", lambda s: cell(vals(s, "idem", "msgs_per_s"), msgs)),
     (f"transactional produce, msgs/s", lambda s: cell(vals(s, "txn", "msgs_per_s"), msgs)),
     ("transactional ÷ idempotent", lambda s: ratios(vals(s, "txn", "msgs_per_s"), vals(s, "idem", "msgs_per_s"))),
+    ("AddPartitionsToTxn p50, ms", lambda s: cell(vals(s, "txn", "begin_p50_ms"), ms)),
+    ("produce p50 (same run), ms", lambda s: cell(vals(s, "txn", "produce_p50_ms"), ms)),
     ("EndTxn p50, ms", lambda s: cell(vals(s, "txn", "commit_p50_ms"), ms)),
     ("EndTxn p99, ms", lambda s: cell(vals(s, "txn", "commit_p99_ms"), ms)),
     ("produce p99 (same run), ms", lambda s: cell(vals(s, "txn", "produce_p99_ms"), ms)),

@@ -433,6 +433,12 @@ fn transactional_producers_commit_and_abort_and_read_committed_consumers_see_com
     // 2,000 messages in transactions of 100 per producer stream, half of them aborted.
     let commits = produced["latency_ms"]["commit"]["count"].as_u64();
     assert_eq!(commits, Some(20), "one EndTxn per transaction: {produced}");
+    let begins = produced["latency_ms"]["begin"]["count"].as_u64();
+    assert_eq!(
+        begins,
+        Some(20),
+        "one AddPartitionsToTxn per transaction: {produced}"
+    );
     let committed = run(
         "committed",
         &["consume", "--duration", "3s", "--read-committed"],

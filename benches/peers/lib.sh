@@ -1,7 +1,7 @@
 # The brokers and the client of benches/peers/compare*.sh, sourced by them: each sets
 # PORT (the broker's, +1 for Kafka's controller), $out (where runs go) and $rows (the
 # JSON lines of results) first. One broker at a time, pinned to core 1; loadgen on core 0.
-# WEIR names the weir binary to run (default target/release/weir), for an A/B of builds.
+# $weir names the weir binary to run (default target/release/weir), for an A/B of builds.
 
 # ports_free: waits until $PORT and $PORT + 1 can be bound (a weir that exited releases
 # its io_uring-held sockets a little later; the next broker must not find them taken,
@@ -35,7 +35,7 @@ start() {
     weir-*)
       local mode=fsync
       [ "$system" = weir-write-only ] && mode=write-only
-      "${WEIR:-target/release/weir}" serve --listen 127.0.0.1:"$PORT" --shards 1 --cores 1 \
+      "${weir:-target/release/weir}" serve --listen 127.0.0.1:"$PORT" --shards 1 --cores 1 \
         --data-dir "$dir" --flush-mode "$mode" --metrics-listen off --log-level warn &
       pid=$!
       ;;

@@ -137,7 +137,9 @@ async fn produce(
             if control.stopping(now) || batches.quota_reached() {
                 break;
             }
+            let asked = now_ns();
             t.begin().await.map_err(named)?;
+            stats.borrow_mut().record(Metric::Begin, now_ns() - asked);
             batches.cap = Some(batches.generated + t.size);
             failures_at_begin = failures.get();
         }

@@ -54,7 +54,7 @@ impl Mode {
         }
     }
 
-    /// What the mode measures; transactional producers add their commits.
+    /// What the mode measures; transactional producers add their commits and begins.
     fn metrics(self, transactional: bool) -> Vec<Metric> {
         let mut metrics = match self {
             Mode::Produce => vec![Metric::Produce],
@@ -62,7 +62,7 @@ impl Mode {
             Mode::EndToEnd => vec![Metric::Produce, Metric::EndToEnd, Metric::Fetch],
         };
         if transactional && self != Mode::Consume {
-            metrics.push(Metric::Commit);
+            metrics.extend([Metric::Commit, Metric::Begin]);
         }
         metrics
     }

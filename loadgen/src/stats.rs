@@ -27,10 +27,12 @@ pub enum Metric {
     Fetch,
     /// From a transaction's EndTxn request to its answer (commit or abort).
     Commit,
+    /// From a transaction's AddPartitionsToTxn request (which opens it) to its answer.
+    Begin,
 }
 
 /// How many metrics there are.
-pub const METRIC_COUNT: usize = 4;
+pub const METRIC_COUNT: usize = 5;
 
 impl Metric {
     /// The name used for files and in summary.json.
@@ -40,6 +42,7 @@ impl Metric {
             Metric::EndToEnd => "e2e",
             Metric::Fetch => "fetch",
             Metric::Commit => "commit",
+            Metric::Begin => "begin",
         }
     }
 
@@ -119,7 +122,7 @@ pub struct IntervalReport {
     pub tick: u64,
     /// When the interval ended, on the process clock.
     pub end_ns: u64,
-    /// Latency histograms, indexed by metric (produce, e2e, fetch, commit).
+    /// Latency histograms, indexed by metric (produce, e2e, fetch, commit, begin).
     pub histograms: [Histogram<u64>; METRIC_COUNT],
     /// The interval's counts.
     pub counters: Counters,
