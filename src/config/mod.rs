@@ -166,6 +166,14 @@ fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
 }
 
 impl BrokerConfig {
+    /// The dialer a shard reaches other nodes with (replica fetches, transaction
+    /// markers and enrolments): plaintext, logged in as the host's first `--sasl-user`
+    /// where SASL is required.
+    pub fn peer_dialer(&self) -> weir_client::dialer::Dialer {
+        let login = self.sasl.as_ref().and_then(|s| s.replica_login());
+        weir_client::dialer::Dialer::plaintext().with_sasl(login)
+    }
+
     /// Each shard's group-commit settings.
     pub fn flush_config(&self) -> FlushConfig {
         FlushConfig {

@@ -9,7 +9,6 @@ use std::{collections::HashMap, rc::Rc, sync::Arc, time::Duration};
 use super::{
     metadata_view::{Leadership, MetadataSnapshot, MetadataView, ProduceRules, TopicShape},
     open_logs::{OpenLogs, PartitionKey},
-    peers::peer_dialer,
     tasks::Tasks,
 };
 use crate::{
@@ -110,7 +109,7 @@ impl ShardContext {
         )
         .await?;
         let inflight_kib = config.inflight_bytes_max.div_ceil(1024) as u64;
-        let peers = Peers::new(peer_dialer(&config));
+        let peers = Peers::new(config.peer_dialer());
         let ctx = Rc::new(ShardContext {
             id,
             node: node_id(config.node_id, id),

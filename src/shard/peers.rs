@@ -5,10 +5,7 @@
 use weir_client::dialer::Dialer;
 
 use super::context::ShardContext;
-use crate::{
-    config::BrokerConfig,
-    metadata::placement::{host_of, shard_of, NodeId},
-};
+use crate::metadata::placement::{host_of, shard_of, NodeId};
 
 impl ShardContext {
     /// `host:port` of `node`'s plaintext listener, from the metadata.
@@ -22,13 +19,6 @@ impl ShardContext {
     /// The dialer a shard connects to its peers with: where SASL is required, it logs
     /// in as the host's first `--sasl-user`.
     pub fn peer_dialer(&self) -> Dialer {
-        peer_dialer(&self.config)
+        self.config.peer_dialer()
     }
-}
-
-/// The dialer of a shard of a broker configured by `config`; see
-/// [`ShardContext::peer_dialer`].
-pub fn peer_dialer(config: &BrokerConfig) -> Dialer {
-    let login = config.sasl.as_ref().and_then(|s| s.replica_login());
-    Dialer::plaintext().with_sasl(login)
 }
