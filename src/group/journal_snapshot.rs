@@ -200,6 +200,7 @@ mod tests {
                     started_ms: -1,
                     updated_ms: 0,
                     next_producer_id: None,
+                    previous_producer: None,
                 },
             },
         }

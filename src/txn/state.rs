@@ -79,6 +79,11 @@ pub struct TxnMetadata {
     /// transactions V2 that used up the epochs of this one; taken up on completion.
     #[serde(default)]
     pub next_producer_id: Option<i64>,
+    /// The producer id this one replaced and the epoch of the EndTxn that ended its
+    /// last transaction, so a retry of that EndTxn whose answer was lost gets the same
+    /// answer instead of being fenced (Kafka's `prevProducerId`).
+    #[serde(default)]
+    pub previous_producer: Option<(i64, i16)>,
 }
 
 /// The largest epoch before a producer id is replaced by a new one (Kafka's
@@ -147,6 +152,7 @@ pub fn init(
                 started_ms: -1,
                 updated_ms: now_ms,
                 next_producer_id: None,
+                previous_producer: None,
             },
             new_producer_id: true,
         });
@@ -306,11 +312,15 @@ pub fn end(
     now_ms: i64,
 ) -> Result<EndOutcome, ResponseError> {
     if protocol == TxnProtocol::V2 {
-        if let Some(m) = meta.filter(|m| {
-            m.producer_id == producer_id
+        // A retry from the epoch just ended, also when that EndTxn moved the producer to
+        // a fresh producer id (no transaction ended under the new one yet).
+        let retried = |m: &TxnMetadata| {
+            (m.producer_id == producer_id
                 && epoch != m.producer_epoch
-                && epoch == m.last_producer_epoch
-        }) {
+                && epoch == m.last_producer_epoch)
+                || (m.previous_producer == Some((producer_id, epoch)) && m.producer_epoch == 0)
+        };
+        if let Some(m) = meta.filter(|m| retried(m)) {
             return match (m.state, commit) {
                 (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
                     Ok(EndOutcome::AlreadyDone)
@@ -397,6 +407,7 @@ pub fn complete(meta: &TxnMetadata, now_ms: i64) -> Option<TxnMetadata> {
     next.started_ms = -1;
     next.updated_ms = now_ms;
     if let Some(id) = next.next_producer_id.take() {
+        next.previous_producer = Some((next.producer_id, next.last_producer_epoch));
         next.producer_id = id;
         next.producer_epoch = 0;
         next.last_producer_epoch = -1;

@@ -217,6 +217,28 @@ fn transactions_v2_bump_the_epoch_and_a_delayed_end_cannot_end_the_next_one() {
     assert_eq!(next_producer(&last), (8, 0));
     let done = complete(&last, 10).expect("complete");
     assert_eq!((done.producer_id, done.producer_epoch), (8, 0));
+    // The EndTxn that used up the epochs, retried after its answer was lost, is
+    // answered as the first was (the producer learns id 8 again); the other outcome
+    // from that epoch is fenced, and so is the retry once id 8 has ended a transaction.
+    assert_eq!(
+        end(Some(&done), 7, EPOCH_MAX - 1, true, TxnProtocol::V2, 11),
+        Ok(EndOutcome::AlreadyDone)
+    );
+    assert_eq!(next_producer(&done), (8, 0));
+    assert_eq!(
+        end(Some(&done), 7, EPOCH_MAX - 1, false, TxnProtocol::V2, 11),
+        Err(ResponseError::ProducerFenced)
+    );
+    let EndOutcome::Prepare(later) =
+        end(Some(&done), 8, 0, true, TxnProtocol::V2, 12).expect("end")
+    else {
+        panic!("prepare")
+    };
+    let later = complete(&later, 13).expect("complete");
+    assert_eq!(
+        end(Some(&later), 7, EPOCH_MAX - 1, true, TxnProtocol::V2, 14),
+        Err(ResponseError::ProducerFenced)
+    );
     assert!(add(Some(&done), 8, 0, &[p("a", 0)], &[], 11).is_ok());
 }
 
