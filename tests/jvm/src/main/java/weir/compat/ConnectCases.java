@@ -23,6 +23,7 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.connect.cli.ConnectDistributed;
 import org.apache.kafka.connect.runtime.Connect;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Kafka Connect 4.4 moves a file through a weir topic and back: a worker whose config,
@@ -103,10 +104,9 @@ class ConnectCases {
     }
 
     @Test
-    void aFileMovesThroughWeirAndBackAndAWorkerRestartResumes() throws Exception {
+    void aFileMovesThroughWeirAndBackAndAWorkerRestartResumes(@TempDir Path dir) throws Exception {
         String group = Weir.unique("connect");
         String topic = Weir.topic("connect-lines", 1);
-        Path dir = Files.createTempDirectory("connect");
         Path in = dir.resolve("in.txt");
         Path out = dir.resolve("out.txt");
         appendLines(in, 0, 500);

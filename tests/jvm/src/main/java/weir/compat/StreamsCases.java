@@ -3,7 +3,6 @@ package weir.compat;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Arrays;
@@ -36,6 +35,7 @@ import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.state.KeyValueStore;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Kafka Streams 4.4 at-least-once: a word count with a state store, whose repartition
@@ -115,12 +115,12 @@ class StreamsCases {
     }
 
     @Test
-    void wordCountIsRightAndSurvivesARestartFromTheChangelog() throws Exception {
+    void wordCountIsRightAndSurvivesARestartFromTheChangelog(@TempDir Path state1, @TempDir Path state2)
+            throws Exception {
         String app = Weir.unique("wordcount");
         String input = Weir.topic("lines", 3);
         String output = Weir.topic("counts", 3);
         Map<String, Long> expected = sendLines(input, 0, 300, new HashMap<>());
-        Path state1 = Files.createTempDirectory("streams-state");
         try (KafkaStreams streams = start(app, input, output, state1)) {
             awaitCounts(output, expected);
             assertEquals(expected.get("weir"), streams.store(
@@ -140,7 +140,6 @@ class StreamsCases {
         // A new instance with an empty state directory restores the store from the
         // changelog and goes on from the committed offsets.
         sendLines(input, 300, 450, expected);
-        Path state2 = Files.createTempDirectory("streams-state");
         KafkaStreams restarted = start(app, input, output, state2);
         try {
             awaitCounts(output, expected);

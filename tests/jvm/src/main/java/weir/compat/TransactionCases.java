@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -30,6 +29,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsConfig;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Transactions with the Java client 4.4, which speaks transactions V2 to weir (an epoch
@@ -208,12 +208,13 @@ class TransactionCases {
     }
 
     @Test
-    void streamsExactlyOnceV2CountsEachLineOnceAcrossAReplacedInstance() throws Exception {
+    void streamsExactlyOnceV2CountsEachLineOnceAcrossAReplacedInstance(@TempDir Path state1, @TempDir Path state2)
+            throws Exception {
         String app = Weir.unique("eos-wordcount");
         String input = Weir.topic("eos-lines", 3);
         String output = Weir.topic("eos-counts", 3);
         Map<String, Long> expected = StreamsCases.sendLines(input, 0, 300, new HashMap<>());
-        KafkaStreams streams = startExactlyOnce(app, input, output, Files.createTempDirectory("eos-state"));
+        KafkaStreams streams = startExactlyOnce(app, input, output, state1);
         try {
             awaitCounts(output, expected);
         } finally {
@@ -223,7 +224,7 @@ class TransactionCases {
         // changelog (read_committed) and goes on from the transactionally committed
         // offsets: no line is counted twice.
         StreamsCases.sendLines(input, 300, 450, expected);
-        KafkaStreams restarted = startExactlyOnce(app, input, output, Files.createTempDirectory("eos-state"));
+        KafkaStreams restarted = startExactlyOnce(app, input, output, state2);
         try {
             awaitCounts(output, expected);
         } finally {
