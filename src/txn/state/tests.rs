@@ -219,7 +219,8 @@ fn transactions_v2_bump_the_epoch_and_a_delayed_end_cannot_end_the_next_one() {
     assert_eq!((done.producer_id, done.producer_epoch), (8, 0));
     // The EndTxn that used up the epochs, retried after its answer was lost, is
     // answered as the first was (the producer learns id 8 again); the other outcome
-    // from that epoch is fenced, and so is the retry once id 8 has ended a transaction.
+    // from that epoch is fenced; once id 8 has ended a transaction, id 7 is no longer
+    // the id's producer at all (Kafka: INVALID_PRODUCER_ID_MAPPING).
     assert_eq!(
         end(Some(&done), 7, EPOCH_MAX - 1, true, TxnProtocol::V2, 11),
         Ok(EndOutcome::AlreadyDone)
@@ -237,7 +238,7 @@ fn transactions_v2_bump_the_epoch_and_a_delayed_end_cannot_end_the_next_one() {
     let later = complete(&later, 13).expect("complete");
     assert_eq!(
         end(Some(&later), 7, EPOCH_MAX - 1, true, TxnProtocol::V2, 14),
-        Err(ResponseError::ProducerFenced)
+        Err(ResponseError::InvalidProducerIdMapping)
     );
     assert!(add(Some(&done), 8, 0, &[p("a", 0)], &[], 11).is_ok());
 }
