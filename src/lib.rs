@@ -68,6 +68,7 @@ pub mod admin;
 pub mod api;
 pub mod cluster;
 pub mod config;
+pub mod failure_probe;
 pub mod group;
 pub mod metadata;
 pub mod metrics;

@@ -20,6 +20,7 @@ use kafka_protocol::{
 };
 
 use crate::{
+    failure_probe::{self, Probe},
     metadata::{cluster_state::OFFSETS_TOPIC, placement::coordinator_slot},
     security::acl::Operation,
     shard::context::ShardContext,
@@ -76,6 +77,9 @@ impl Handler for WriteTxnMarkers {
                 })
             }))
             .await;
+            if marked.iter().any(Result::is_ok) {
+                failure_probe::reached(Probe::TxnMarkerWritten);
+            }
             let mut outcomes = marked.into_iter();
             let mut result = WritableTxnMarkerResult::default();
             result.producer_id = marker.producer_id;

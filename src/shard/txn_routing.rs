@@ -11,6 +11,7 @@ use kafka_protocol::ResponseError;
 
 use super::context::ShardContext;
 use crate::{
+    failure_probe::{self, Probe},
     group::journal::Journal,
     metadata::{cluster_state::OFFSETS_TOPIC, placement::coordinator_slot},
     txn::{
@@ -99,6 +100,7 @@ impl ShardContext {
             tracing::info!(id, error = %e, "transaction markers not written yet");
             return Err(ResponseError::CoordinatorNotAvailable);
         }
+        failure_probe::reached(Probe::TxnMarked);
         let Some(done) = state::complete(meta, now_ms()) else {
             return Ok(meta.clone());
         };
@@ -213,6 +215,7 @@ impl ShardContext {
                     prepared = state::with_next_producer_id(prepared, fresh);
                 }
                 self.txns.persist(id, &prepared, journal.as_ref()).await?;
+                failure_probe::reached(Probe::TxnPrepared);
                 let next = state::next_producer(&prepared);
                 let _ = self.finish_txn(id, &prepared, journal.as_ref()).await;
                 Ok(next)

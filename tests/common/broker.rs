@@ -61,6 +61,8 @@ pub struct Broker {
     /// The core each shard is pinned to.
     cores: Vec<usize>,
     extra: Vec<String>,
+    /// The failure probe the process is started with (`WEIR_FAILURE_PROBE`), if any.
+    pub failure_probe: Option<String>,
 }
 
 /// A free loopback port for a test's own listener (the metrics endpoint).
@@ -104,6 +106,17 @@ impl Broker {
 
     /// Starts a broker with one shard pinned to each of `cores`, like [`start`](Self::start).
     pub fn start_on(data_dir: &Path, cores: &[usize], extra: &[&str]) -> Broker {
+        Broker::start_armed(data_dir, cores, extra, None)
+    }
+
+    /// Starts a broker like [`start_on`](Self::start_on) with `failure_probe` armed:
+    /// it kills itself when it reaches that point (`weir::failure_probe`).
+    pub fn start_armed(
+        data_dir: &Path,
+        cores: &[usize],
+        extra: &[&str],
+        failure_probe: Option<&str>,
+    ) -> Broker {
         let mut b = Broker {
             child: None,
             port: free_ports(cores.len()),
@@ -111,6 +124,7 @@ impl Broker {
             data_dir: data_dir.to_path_buf(),
             cores: cores.to_vec(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            failure_probe: failure_probe.map(String::from),
         };
         b.spawn();
         b
@@ -141,6 +155,12 @@ impl Broker {
                 &["--metrics-listen", "127.0.0.1:0"][..]
             })
             .args(&self.extra)
+            .env_remove(weir::failure_probe::FAILURE_PROBE_ENV)
+            .envs(
+                self.failure_probe
+                    .as_deref()
+                    .map(|p| (weir::failure_probe::FAILURE_PROBE_ENV, p)),
+            )
             .stdout(self.log_file())
             .stderr(self.log_file())
             .spawn()

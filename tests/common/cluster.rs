@@ -42,6 +42,8 @@ pub struct Host {
     controller_port: u16,
     voters: String,
     extra: Vec<String>,
+    /// The failure probe the process is started with (`WEIR_FAILURE_PROBE`), if any.
+    pub failure_probe: Option<String>,
     child: Option<Child>,
 }
 
@@ -91,6 +93,12 @@ impl Host {
             c.args(["--session-timeout", "2s"]);
         }
         c.args(&self.extra)
+            .env_remove(weir::failure_probe::FAILURE_PROBE_ENV)
+            .envs(
+                self.failure_probe
+                    .as_deref()
+                    .map(|p| (weir::failure_probe::FAILURE_PROBE_ENV, p)),
+            )
             .stdout(self.log_file())
             .stderr(self.log_file());
         c
@@ -372,6 +380,7 @@ impl Cluster {
             controller_port: self.controller_port,
             voters: self.voters.clone(),
             extra: Vec::new(),
+            failure_probe: None,
             child: None,
         }
     }
