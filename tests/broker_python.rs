@@ -76,18 +76,51 @@ fn confluent_kafka_transactions_commit_abort_fence_and_carry_offsets() {
         described.contains("Ongoing") && described.contains("txn-0"),
         "{described}"
     );
+    // The open transaction holds back read_committed readers of the partitions it
+    // wrote to (3 records, on partitions 0-2 of "txn"), until it is aborted.
+    let held = |scrape: &str| -> f64 {
+        scrape
+            .lines()
+            .filter(|l| {
+                l.starts_with("weir_partition_last_stable_offset_lag{")
+                    && l.contains("topic=\"txn\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let scrape = || {
+        http_exchange(
+            &listen,
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+            Duration::from_secs(5),
+        )
+        .expect("scrape the metrics endpoint")
+    };
+    let until = |what: &str, ok: &dyn Fn(f64) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let lag = held(&scrape());
+            if ok(lag) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: last stable offset lags of txn sum to {lag}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    until("the open transaction holds its 3 records", &|lag| {
+        lag >= 3.0
+    });
     weir(&["abort", "tx-hanging"]);
+    until("nothing is held once it is aborted", &|lag| lag == 0.0);
     let described = weir(&["describe", "tx-hanging"]);
     assert!(
         described.contains("CompleteAbort") || described.contains("Empty"),
         "{described}"
     );
-    let metrics = http_exchange(
-        &listen,
-        b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
-        Duration::from_secs(5),
-    )
-    .expect("scrape the metrics endpoint");
+    let metrics = scrape();
     for series in [
         "weir_transactions_committed_total",
         "weir_transactions_aborted_total",

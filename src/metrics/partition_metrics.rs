@@ -41,6 +41,7 @@ pub(super) struct PartitionFamilies {
     log_start: Family<PartitionLabels, Gauge>,
     high_watermark: Family<PartitionLabels, Gauge>,
     log_end: Family<PartitionLabels, Gauge>,
+    stable_lag: Family<PartitionLabels, Gauge>,
     log_bytes: Family<PartitionLabels, Gauge>,
     replicas: Family<PartitionLabels, Gauge>,
     in_sync_replicas: Family<PartitionLabels, Gauge>,
@@ -58,6 +59,7 @@ impl PartitionFamilies {
             log_start: Family::default(),
             high_watermark: Family::default(),
             log_end: Family::default(),
+            stable_lag: Family::default(),
             log_bytes: Family::default(),
             replicas: Family::default(),
             in_sync_replicas: Family::default(),
@@ -95,6 +97,11 @@ impl PartitionFamilies {
             "partition_log_end_offset",
             "One past the last appended offset (published every second)",
             f.log_end.clone(),
+        );
+        registry.register(
+            "partition_last_stable_offset_lag",
+            "Offsets between the last stable offset and the high watermark: what open transactions hold back from read_committed consumers (published every second; Kafka's LastStableOffsetLag)",
+            f.stable_lag.clone(),
         );
         registry.register_with_unit(
             "partition_disk",
@@ -204,6 +211,7 @@ impl PartitionMetrics {
             log_start: f.log_start.get_or_create_owned(&labels),
             high_watermark: f.high_watermark.get_or_create_owned(&labels),
             log_end: f.log_end.get_or_create_owned(&labels),
+            stable_lag: f.stable_lag.get_or_create_owned(&labels),
             bytes: f.log_bytes.get_or_create_owned(&labels),
             replicas: f.replicas.get_or_create_owned(&labels),
             in_sync_replicas: f.in_sync_replicas.get_or_create_owned(&labels),
@@ -241,6 +249,7 @@ impl PartitionMetrics {
             &f.log_start,
             &f.high_watermark,
             &f.log_end,
+            &f.stable_lag,
             &f.log_bytes,
             &f.replicas,
             &f.in_sync_replicas,
@@ -264,6 +273,7 @@ pub struct PartitionGauges {
     log_start: Gauge,
     high_watermark: Gauge,
     log_end: Gauge,
+    stable_lag: Gauge,
     bytes: Gauge,
     replicas: Gauge,
     in_sync_replicas: Gauge,
@@ -276,6 +286,8 @@ impl PartitionGauges {
         self.log_start.set(offsets.log_start);
         self.high_watermark.set(offsets.high_watermark);
         self.log_end.set(offsets.log_end);
+        self.stable_lag
+            .set(offsets.high_watermark - offsets.last_stable);
         self.bytes.set(offsets.bytes);
     }
 
@@ -296,6 +308,9 @@ pub struct PartitionOffsets {
     pub high_watermark: i64,
     /// One past the last appended offset.
     pub log_end: i64,
+    /// The last stable offset: the first offset of the oldest open transaction, or the
+    /// high watermark when none is open.
+    pub last_stable: i64,
     /// Bytes of the partition's segments.
     pub bytes: i64,
 }

@@ -54,6 +54,7 @@ impl Publisher {
                 log_start: o.log_start.to_wire(),
                 high_watermark: o.high_watermark.to_wire(),
                 log_end: o.log_end.to_wire(),
+                last_stable: log.last_stable_offset().to_wire(),
                 bytes: o.bytes as i64,
             });
             if let Some(state) = ctx.partition_state(topic, partition) {
