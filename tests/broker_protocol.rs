@@ -777,3 +777,134 @@ fn transactions_v2_end_each_transaction_at_a_new_epoch_and_a_delayed_end_ends_no
     assert_eq!(end(1, false), (0, 2), "aborted; go on at epoch 2");
     assert_eq!(last_stable(), 4);
 }
+
+#[test]
+fn an_idempotent_producer_silent_past_its_expiration_is_forgotten() {
+    use kafka_protocol::messages::{
+        describe_producers_request::TopicRequest, DescribeProducersRequest,
+    };
+    let dir = scratch_dir();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        1,
+        &["--producer-id-expiration", "2s"],
+    );
+    let port = broker.port;
+    assert_eq!(create(port, "idle-producer", 1), 0);
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = None;
+    init.transaction_timeout_ms = 60_000;
+    init.producer_id = kafka_protocol::messages::ProducerId(-1);
+    init.producer_epoch = -1;
+    let id = call(&mut connect(port), &init, 4);
+    assert_eq!(id.error_code, 0);
+    let batch = |seq| {
+        build_idempotent_batch(
+            1,
+            b"v",
+            0,
+            Producer {
+                id: id.producer_id.0,
+                epoch: id.producer_epoch,
+                base_sequence: seq,
+            },
+        )
+    };
+    let known = || {
+        let mut d = DescribeProducersRequest::default();
+        let mut t = TopicRequest::default();
+        t.name = name("idle-producer");
+        t.partition_indexes = vec![0];
+        d.topics = vec![t];
+        let answer = call(&mut connect(port), &d, 0);
+        answer.topics[0].partitions[0].active_producers.len()
+    };
+    assert_eq!(produce(port, "idle-producer", 0, batch(0)), (0, 0));
+    assert_eq!(known(), 1);
+    assert_eq!(
+        produce(port, "idle-producer", 0, batch(5)).0,
+        code(ResponseError::OutOfOrderSequenceNumber),
+        "a gap is refused while the producer is remembered"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while known() != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the producer is still remembered\n{}",
+            broker.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // Forgotten, it is new again: its next batch is taken at whatever sequence it has.
+    assert_eq!(produce(port, "idle-producer", 0, batch(5)), (0, 1));
+}
+
+#[test]
+fn a_transactional_id_idle_past_its_expiration_is_forgotten_and_an_open_one_is_kept() {
+    use kafka_protocol::messages::{
+        add_partitions_to_txn_request::AddPartitionsToTxnTopic, AddPartitionsToTxnRequest,
+        DescribeTransactionsRequest, ProducerId, TransactionalId,
+    };
+    let dir = scratch_dir();
+    let broker = Broker::start(
+        &dir.path().join("data"),
+        1,
+        &["--transactional-id-expiration", "2s"],
+    );
+    let port = broker.port;
+    assert_eq!(create(port, "expiry", 1), 0);
+    let init = |id: &'static str| {
+        let mut init = InitProducerIdRequest::default();
+        init.transactional_id = Some(TransactionalId(StrBytes::from_static_str(id)));
+        init.transaction_timeout_ms = 60_000;
+        init.producer_id = ProducerId(-1);
+        init.producer_epoch = -1;
+        let answer = call(&mut connect(port), &init, 4);
+        assert_eq!(answer.error_code, 0, "InitProducerId {id}");
+        answer.producer_id
+    };
+    let idle = init("idle");
+    let busy = init("busy");
+    let mut add = AddPartitionsToTxnRequest::default();
+    add.v3_and_below_transactional_id = TransactionalId(StrBytes::from_static_str("busy"));
+    add.v3_and_below_producer_id = busy;
+    add.v3_and_below_producer_epoch = 0;
+    let mut topic = AddPartitionsToTxnTopic::default();
+    topic.name = name("expiry");
+    topic.partitions = vec![0];
+    add.v3_and_below_topics = vec![topic];
+    let added = call(&mut connect(port), &add, 3);
+    assert_eq!(
+        added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
+    );
+    // (state name, error code) of each id, as kafka-transactions.sh describe sees them.
+    let describe = || {
+        let mut d = DescribeTransactionsRequest::default();
+        d.transactional_ids = vec![
+            TransactionalId(StrBytes::from_static_str("idle")),
+            TransactionalId(StrBytes::from_static_str("busy")),
+        ];
+        call(&mut connect(port), &d, 0)
+            .transaction_states
+            .iter()
+            .map(|s| (s.transaction_state.to_string(), s.error_code))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(describe()[0], ("Empty".to_string(), 0));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let not_found = code(ResponseError::TransactionalIdNotFound);
+    while describe()[0].1 != not_found {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle id is still known: {:?}\n{}",
+            describe(),
+            broker.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // Idle past the expiration too, but with a transaction open: kept.
+    assert_eq!(describe()[1], ("Ongoing".to_string(), 0));
+    // The forgotten id starts afresh, under a new producer id.
+    assert_ne!(init("idle"), idle);
+}

@@ -44,7 +44,7 @@ async fn init_transactional(
         let outcome = state::init(
             current.as_ref(),
             req.transaction_timeout_ms,
-            i32::try_from(ctx.config.transaction_timeout_max.as_millis()).unwrap_or(i32::MAX),
+            i32::try_from(ctx.config.transactions.timeout_max.as_millis()).unwrap_or(i32::MAX),
             expected,
             now_ms(),
         )?;

@@ -113,8 +113,31 @@ pub struct BrokerConfig {
     pub sasl: Option<SaslConfig>,
     /// ACLs enforced; `None`: every client may do everything.
     pub authorizer: Option<AuthorizerConfig>,
+    /// Limits of transactions and idempotent producers.
+    pub transactions: TransactionConfig,
+}
+
+/// How long transactions may stay open and their producers be remembered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionConfig {
     /// The longest `transaction.timeout.ms` a producer may ask for.
-    pub transaction_timeout_max: Duration,
+    pub timeout_max: Duration,
+    /// How long a transactional id with no transaction open stays known after its last
+    /// change (Kafka's `transactional.id.expiration.ms`).
+    pub id_expiration: Duration,
+    /// How long a partition remembers an idempotent producer after its last batch, for
+    /// answering retries and checking sequences (Kafka's `producer.id.expiration.ms`).
+    pub producer_id_expiration: Duration,
+}
+
+impl Default for TransactionConfig {
+    fn default() -> Self {
+        TransactionConfig {
+            timeout_max: Duration::from_secs(15 * 60),
+            id_expiration: Duration::from_secs(7 * 24 * 3600),
+            producer_id_expiration: Duration::from_secs(24 * 3600),
+        }
+    }
 }
 
 impl Default for BrokerConfig {
@@ -150,7 +173,7 @@ impl Default for BrokerConfig {
             tls: None,
             sasl: None,
             authorizer: None,
-            transaction_timeout_max: Duration::from_secs(15 * 60),
+            transactions: TransactionConfig::default(),
         }
     }
 }
@@ -318,22 +341,34 @@ mod tests {
     }
 
     #[test]
-    fn the_transaction_timeout_limit_is_set_from_flag_or_file_and_refused_out_of_range() {
+    fn the_transaction_limits_are_set_from_flag_or_file_and_refused_out_of_range() {
         assert_eq!(
-            BrokerConfig::default().transaction_timeout_max,
+            BrokerConfig::default().transactions.timeout_max,
             Duration::from_secs(900)
         );
         let o = serve(Some("transaction-max-timeout = \"1h\"\n"), &[]).expect("valid");
         let c = BrokerConfig::default().apply(o).expect("valid");
-        assert_eq!(c.transaction_timeout_max, Duration::from_secs(3600));
-        for bad in ["500ms", "30d"] {
-            let o = serve(None, &["--transaction-max-timeout", bad]).expect("parses");
-            let err = BrokerConfig::default().apply(o).expect_err("refused");
-            assert!(
-                err.to_string().contains("--transaction-max-timeout"),
-                "{err}"
-            );
+        assert_eq!(c.transactions.timeout_max, Duration::from_secs(3600));
+        for flag in [
+            "--transaction-max-timeout",
+            "--transactional-id-expiration",
+            "--producer-id-expiration",
+        ] {
+            for bad in ["500ms", "30d"] {
+                let o = serve(None, &[flag, bad]).expect("parses");
+                let err = BrokerConfig::default().apply(o).expect_err("refused");
+                assert!(err.to_string().contains(flag), "{err}");
+            }
         }
+        let d = BrokerConfig::default().transactions;
+        assert_eq!(d.id_expiration, Duration::from_secs(7 * 86_400));
+        assert_eq!(d.producer_id_expiration, Duration::from_secs(86_400));
+        let o = serve(Some("transactional-id-expiration = \"2d\"\n"), &[]).expect("valid");
+        let c = BrokerConfig::default().apply(o).expect("valid");
+        assert_eq!(
+            c.transactions.id_expiration,
+            Duration::from_secs(2 * 86_400)
+        );
     }
 
     #[test]

@@ -159,6 +159,20 @@ pub struct ServeOptions {
     #[serde(default, deserialize_with = "parsed")]
     pub transaction_max_timeout: Option<Span>,
 
+    /// How long a transactional id with no transaction open is remembered after its last
+    /// change; then it is forgotten, and its producer starts afresh as a new id would
+    /// (Kafka's transactional.id.expiration.ms). [default: 7d]
+    #[arg(long, value_name = "DURATION", help_heading = "Transactions")]
+    #[serde(default, deserialize_with = "parsed")]
+    pub transactional_id_expiration: Option<Span>,
+
+    /// How long a partition remembers an idempotent producer after its last batch (to
+    /// answer its retries with their offsets and check its sequences); a producer with a
+    /// transaction open is kept (Kafka's producer.id.expiration.ms). [default: 1d]
+    #[arg(long, value_name = "DURATION", help_heading = "Transactions")]
+    #[serde(default, deserialize_with = "parsed")]
+    pub producer_id_expiration: Option<Span>,
+
     /// Whether the active controller hands leadership back to preferred replicas by
     /// itself once hosts have stopped coming and going for 10s (Kafka's
     /// auto.leader.rebalance.enable); with false, only `weir cluster rebalance-leaders`

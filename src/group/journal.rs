@@ -87,6 +87,12 @@ pub enum JournalRecord {
         /// Its state.
         meta: TxnMetadata,
     },
+    /// A transactional id unused for longer than the expiration is forgotten (Kafka's
+    /// tombstone in the transaction log).
+    TransactionExpired {
+        /// The transactional id.
+        id: String,
+    },
     /// The first record of a snapshot: what follows, up to the next request's record,
     /// restates the whole partition's state. Applying it changes nothing; a replay that
     /// starts at it clears the partition's state first.
@@ -102,7 +108,7 @@ impl JournalRecord {
             | JournalRecord::DeleteGroup { group }
             | JournalRecord::TxnOffsets { group, .. }
             | JournalRecord::TxnOffsetsEnd { group, .. } => group,
-            JournalRecord::Transaction { id, .. } => id,
+            JournalRecord::Transaction { id, .. } | JournalRecord::TransactionExpired { id } => id,
             JournalRecord::SnapshotStart => "",
         }
     }
@@ -364,6 +370,9 @@ pub fn apply_to(store: &OffsetStore, records: &[JournalRecord]) -> Result<(), Of
                 store.end_pending(group, *producer_id, *commit)?;
             }
             JournalRecord::Transaction { id, meta } => store.put_transaction(id, meta)?,
+            JournalRecord::TransactionExpired { id } => {
+                store.remove_transaction(id)?;
+            }
             JournalRecord::SnapshotStart => {}
         }
     }

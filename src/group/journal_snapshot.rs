@@ -138,6 +138,7 @@ mod tests {
         Pending(u8, u8, u8, i64),
         End(u8, u8, bool),
         Transaction(u8, i16),
+        TransactionExpired(u8),
     }
 
     fn change() -> impl Strategy<Value = Change> {
@@ -150,6 +151,7 @@ mod tests {
                 .prop_map(|(g, pid, p, o)| Change::Pending(g, pid, p, o)),
             (0..4u8, 0..2u8, any::<bool>()).prop_map(|(g, pid, c)| Change::End(g, pid, c)),
             (0..4u8, 0..5i16).prop_map(|(id, epoch)| Change::Transaction(id, epoch)),
+            (0..4u8).prop_map(Change::TransactionExpired),
         ]
     }
 
@@ -202,6 +204,9 @@ mod tests {
                     next_producer_id: None,
                     previous_producer: None,
                 },
+            },
+            Change::TransactionExpired(id) => JournalRecord::TransactionExpired {
+                id: format!("txn-{id}"),
             },
         }
     }

@@ -197,11 +197,17 @@ impl ShardContext {
     }
 
     /// Deletes the segments each open partition keeps past its retention (time and
-    /// size): one pass, run every `RETENTION_CHECK_INTERVAL` by the shard's tasks.
+    /// size), and forgets the idempotent producers silent past their expiration: one
+    /// pass, run every `RETENTION_CHECK_INTERVAL` by the shard's tasks.
     pub(super) async fn enforce_retention(&self) {
+        let producer_expiration = self.config.transactions.producer_id_expiration;
         for ((topic, p), log) in self.logs.all() {
             // Thousands of partitions: a pass gives way to requests in between.
             glommio::yield_if_needed().await;
+            let forgotten = log.expire_producers(producer_expiration);
+            if forgotten > 0 {
+                tracing::debug!(topic = %topic, partition = p, producers = forgotten, "forgot idle producers");
+            }
             match log.enforce_retention().await {
                 Ok(0) => {}
                 Ok(n) => {

@@ -223,14 +223,37 @@ impl ShardContext {
         }
     }
 
+    /// Forgets `id` if it is still expired once its lock is held (a request may have
+    /// used it meanwhile).
+    async fn forget_txn_id(&self, id: &str, expiration_ms: i64) {
+        let lock = self.txns.lock(id);
+        let _held = lock.acquire().await;
+        let Ok(journal) = self.coordinating(id).await else {
+            return;
+        };
+        let Ok(Some(meta)) = self.txns.get(id) else {
+            return;
+        };
+        if state::id_expired(&meta, now_ms(), expiration_ms)
+            && self.txns.forget(id, journal.as_ref()).await.is_ok()
+        {
+            tracing::info!(
+                id,
+                producer_id = meta.producer_id,
+                "transactional id expired: forgotten"
+            );
+        }
+    }
+
     /// One background pass: finishes every transaction this shard coordinates that is
-    /// in a Prepare state, and aborts (at the next epoch) every one open past its
-    /// timeout.
+    /// in a Prepare state, aborts (at the next epoch) every one open past its timeout,
+    /// and forgets every transactional id idle past the expiration.
     pub async fn txn_housekeeping(&self) {
         self.resync().await;
         let mut open = 0u64;
         let mut oldest_ms = 0i64;
         let now = now_ms();
+        let expiration_ms = self.config.transactions.id_expiration.as_millis() as i64;
         for (id, stored) in self.txns.all() {
             if !self.owns_group(&id) {
                 continue;
@@ -238,6 +261,10 @@ impl ShardContext {
             if stored.state == TxnState::Ongoing {
                 open += 1;
                 oldest_ms = oldest_ms.max(now - stored.started_ms);
+            }
+            if state::id_expired(&stored, now, expiration_ms) {
+                self.forget_txn_id(&id, expiration_ms).await;
+                continue;
             }
             let due = stored.state.is_preparing() || state::expire(&stored, now).is_some();
             if !due {

@@ -31,6 +31,9 @@ pub struct BatchSequence {
 struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<BatchSequence>,
+    /// The time of the expiry pass before its last batch or marker (ms since the
+    /// epoch); 0 when no pass had run yet.
+    last_seen_ms: i64,
 }
 
 /// What to do with an idempotent producer's batch.
@@ -118,6 +121,9 @@ fn precedes(a: i32, b: i32) -> bool {
 #[derive(Debug, Clone, Default)]
 pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
+    /// When the last [`expire`](Self::expire) pass ran (ms since the epoch; 0 before
+    /// the first): what a producer's batch is stamped with, so an append reads no clock.
+    pass_ms: i64,
 }
 
 impl ProducerStates {
@@ -194,6 +200,7 @@ impl ProducerStates {
     /// recovery replays the log).
     pub fn record(&mut self, producer_id: i64, epoch: i16, batch: BatchSequence) {
         let entry = self.producers.entry(producer_id).or_default();
+        entry.last_seen_ms = self.pass_ms;
         if epoch != entry.epoch {
             entry.epoch = epoch;
             entry.batches.clear();
@@ -209,10 +216,32 @@ impl ProducerStates {
     /// epoch's sequences.
     pub fn fence(&mut self, producer_id: i64, epoch: i16) {
         let entry = self.producers.entry(producer_id).or_default();
+        entry.last_seen_ms = self.pass_ms;
         if epoch > entry.epoch {
             entry.epoch = epoch;
             entry.batches.clear();
         }
+    }
+
+    /// Forgets every producer that wrote nothing for longer than `expiration_ms`
+    /// before `now_ms` (Kafka's `producer.id.expiration.ms`), except those `keep` names
+    /// (a transaction open here); returns how many were forgotten. A forgotten producer
+    /// is new again: its next batch is taken at any sequence, as Kafka takes it.
+    ///
+    /// Time is the broker's, read by these passes: a producer's batches are stamped with
+    /// the time of the pass before them (Kafka uses the batches' own timestamps, which
+    /// forgets at once a producer that writes old CreateTimes). One stamped before the
+    /// first pass counts from that pass.
+    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64, keep: impl Fn(i64) -> bool) -> usize {
+        self.pass_ms = now_ms;
+        let before = self.producers.len();
+        self.producers.retain(|&id, e| {
+            if e.last_seen_ms == 0 {
+                e.last_seen_ms = now_ms;
+            }
+            now_ms - e.last_seen_ms <= expiration_ms || keep(id)
+        });
+        before - self.producers.len()
     }
 
     /// The epoch `producer_id` is at here, if it is known.
@@ -374,5 +403,29 @@ mod tests {
         assert_eq!(sequence_after(5, 1), 6);
         assert_eq!(sequence_after(i32::MAX, 1), 0);
         assert_eq!(sequence_after(i32::MAX - 1, 3), 1);
+    }
+
+    #[test]
+    fn producers_silent_past_the_expiration_are_forgotten_unless_kept() {
+        const DAY_MS: i64 = 86_400_000;
+        let mut s = ProducerStates::default();
+        s.record(1, 0, b(0, 0, 0));
+        s.record(2, 0, b(0, 0, 1));
+        // Stamped before any pass: the first pass starts their time.
+        assert_eq!(s.expire(10 * DAY_MS, DAY_MS, |_| false), 0);
+        assert_eq!(s.expire(10 * DAY_MS + DAY_MS / 2, DAY_MS, |_| false), 0);
+        // Stamped with the half-day pass.
+        s.record(1, 0, b(1, 1, 2));
+        s.fence(3, 1);
+        assert_eq!(s.expire(10 * DAY_MS + DAY_MS, DAY_MS, |_| false), 0);
+        // A day and a moment after the pass before its last batch, producer 2 goes; 1
+        // and 3 wrote later.
+        assert_eq!(s.expire(10 * DAY_MS + DAY_MS + 1, DAY_MS, |_| false), 1);
+        assert_eq!(s.epoch_of(2), None);
+        assert_eq!(s.check(2, 0, 7, 7), Ok(SequenceCheck::Append), "new again");
+        // Producer 1 has a transaction open: kept however long it is silent.
+        assert_eq!(s.expire(20 * DAY_MS, DAY_MS, |id| id == 1), 1);
+        assert_eq!(s.epoch_of(1), Some(0));
+        assert_eq!(s.epoch_of(3), None);
     }
 }

@@ -118,6 +118,34 @@ impl TxnCoordinator {
         self.write(id, meta, journal, true).await
     }
 
+    /// Forgets `id` (expired): journaled first on a cluster, so every replica forgets
+    /// it, then removed from LMDB without a sync — a removal a crash loses is made again
+    /// by the next expiry pass.
+    pub async fn forget(&self, id: &str, journal: Option<&Journal>) -> Result<(), ResponseError> {
+        let _pass = match journal {
+            Some(journal) => {
+                let record = JournalRecord::TransactionExpired { id: id.to_string() };
+                Some(
+                    journal
+                        .append(&record)
+                        .await
+                        .map_err(|e| journal_error(id, e))?,
+                )
+            }
+            None => None,
+        };
+        let store = Arc::clone(&self.store);
+        let key = id.to_string();
+        glommio::executor()
+            .spawn_blocking(move || store.remove_transaction(&key))
+            .await
+            .map(drop)
+            .map_err(|e| {
+                tracing::error!(id, error = %e, "expired transaction state not removed");
+                ResponseError::KafkaStorageError
+            })
+    }
+
     /// Journals (on a cluster) and writes `meta`, waiting for both to be durable when
     /// `durable`.
     async fn write(

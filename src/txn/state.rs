@@ -422,5 +422,16 @@ pub fn expire(meta: &TxnMetadata, now_ms: i64) -> Option<TxnMetadata> {
         .then(|| fence(meta, now_ms))
 }
 
+/// True when transactional id `meta` may be forgotten: no transaction open or ending,
+/// and unchanged for `expiration_ms` (Kafka's `transactional.id.expiration.ms`). Its
+/// producer then starts afresh, with a new producer id, as a new id would.
+pub fn id_expired(meta: &TxnMetadata, now_ms: i64, expiration_ms: i64) -> bool {
+    let idle = matches!(
+        meta.state,
+        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+    );
+    idle && now_ms.saturating_sub(meta.updated_ms) > expiration_ms
+}
+
 #[cfg(test)]
 mod tests;

@@ -34,6 +34,18 @@ impl OffsetStore {
         txn.commit().map_err(|e| self.lmdb(e))
     }
 
+    /// Forgets transactional id `id` (expired); true when it had a state. Not synced: a
+    /// removal a crash loses is made again. Blocking.
+    pub fn remove_transaction(&self, id: &str) -> Result<bool> {
+        let mut txn = self.env.write_txn().map_err(|e| self.lmdb(e))?;
+        let removed = self
+            .transactions
+            .delete(&mut txn, id.as_bytes())
+            .map_err(|e| self.lmdb(e))?;
+        txn.commit().map_err(|e| self.lmdb(e))?;
+        Ok(removed)
+    }
+
     /// Every transactional id with its state.
     pub fn transactions(&self) -> Result<Vec<(String, TxnMetadata)>> {
         let txn = self.env.read_txn().map_err(|e| self.lmdb(e))?;

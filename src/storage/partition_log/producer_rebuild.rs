@@ -1,9 +1,10 @@
 //! Idempotent producers' state: checking a payload's sequences against what the log
-//! stored, and rebuilding the state from the log's tail when it is opened.
+//! stored, rebuilding the state from the log's tail when it is opened, and forgetting
+//! producers that have been silent too long.
 
-use std::cell::RefCell;
+use std::{cell::RefCell, time::Duration};
 
-use super::PartitionLog;
+use super::{LogState, PartitionLog};
 use crate::storage::{
     producer_state::{sequence_after, BatchSequence, ProducerStates, SequenceCheck, SequenceError},
     record_batch::ProducePayload,
@@ -150,5 +151,18 @@ impl PartitionLog {
             st.epochs.observe(epoch, start);
         }
         Ok(())
+    }
+
+    /// Forgets the idempotent producers that wrote nothing here for longer than
+    /// `expiration` (`--producer-id-expiration`), keeping those with a transaction open
+    /// in this partition; returns how many were forgotten. Run by the shard's retention
+    /// pass, whose time stamps the producers' next batches.
+    pub fn expire_producers(&self, expiration: Duration) -> usize {
+        let now = self.shared.env.clock.now_ms();
+        let mut st = self.shared.state.borrow_mut();
+        let LogState {
+            producers, txns, ..
+        } = &mut *st;
+        producers.expire(now, expiration.as_millis() as i64, |id| txns.is_open(id))
     }
 }

@@ -326,3 +326,24 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn only_an_idle_id_unchanged_past_the_expiration_expires() {
+    let mut m = ready(init(None, 60_000, MAX, None, 0).expect("init"), 7);
+    m.state = TxnState::CompleteCommit;
+    m.updated_ms = 1_000;
+    assert!(!id_expired(&m, 1_000 + 500, 500));
+    assert!(id_expired(&m, 1_000 + 501, 500));
+    for busy in [
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+    ] {
+        m.state = busy;
+        assert!(!id_expired(&m, i64::MAX, 500), "{busy:?}");
+    }
+    for idle in [TxnState::Empty, TxnState::CompleteAbort] {
+        m.state = idle;
+        assert!(id_expired(&m, 1_000 + 501, 500), "{idle:?}");
+    }
+}
