@@ -45,6 +45,7 @@ fn franz_go_and_sarama_work_against_one_host() {
     for test in [
         "TestFranzGoProducesEveryCodecAndAGroupConsumesAndCommits",
         "TestKadmManagesTopicsConfigsRecordsAndGroups",
+        "TestFranzGoTransactionsCommitAbortFenceAndCopyExactlyOnce",
         "TestSaramaWithDefaultSettingsProducesConsumesAndAdministers",
     ] {
         assert!(
