@@ -2,7 +2,8 @@
 //! (producer, consumer, AdminClient, transactions), Kafka's command-line tools, Kafka
 //! Streams (a word count, at least once and exactly_once_v2) and Kafka Connect (a file through a topic and back), from the Maven project in
 //! `tests/jvm`, one JVM per topology: one host and a 3-host RF 3 cluster, each over
-//! plaintext and over SASL_SSL with ACLs enforced.
+//! plaintext and over SASL_SSL with ACLs enforced; and a Streams exactly_once_v2 word
+//! count on three hosts that are killed under it one after another.
 
 #[allow(dead_code)]
 mod common;
@@ -15,7 +16,7 @@ use std::{
 use common::{
     broker::{free_ports_on, Broker},
     cluster::{run_weir, Cluster},
-    jvm::{run_cases, Target},
+    jvm::{compat_main, run_cases, Target},
     pki::{pki, Pki},
     scratch_dir,
 };
@@ -209,4 +210,86 @@ fn java_client_tools_streams_connect_and_acls_work_over_sasl_ssl_on_a_three_host
         .collect::<Vec<_>>()
         .join(",");
     run_secured_cases(keys.path(), &pki, &bootstrap, 3, || cluster_logs(&cluster));
+}
+
+#[test]
+fn kafka_streams_exactly_once_v2_counts_exactly_while_each_host_is_killed() {
+    let mut cluster =
+        Cluster::start_configured(3, 1, |_| vec!["--session-timeout".into(), "3s".into()]);
+    await_three_live_hosts(&cluster, None);
+    let bootstrap = cluster
+        .hosts
+        .iter()
+        .map(|h| h.bootstrap())
+        .collect::<Vec<_>>()
+        .join(",");
+    let target = Target {
+        bootstrap: &bootstrap,
+        replication_factor: 3,
+        client_config: None,
+    };
+    let state = scratch_dir();
+    let log = cluster.dir.path().join("eos-under-faults.log");
+    let out = std::fs::File::create(&log).expect("create the app's log");
+    let mut app = compat_main("EosUnderFaults", &target)
+        .arg(state.path())
+        .arg("24")
+        .stdout(out.try_clone().expect("log"))
+        .stderr(out)
+        .spawn()
+        .expect("start the Streams application");
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !said().contains("streams running") {
+        if Instant::now() > deadline || app.try_wait().ok().flatten().is_some() {
+            let _ = app.kill();
+            let _ = app.wait();
+            panic!("the Streams application never ran:\n{}", said());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // While its lines are written (24 rounds, one a second), each host in turn is
+    // killed -9 and started again two seconds later: partition leaders, group and
+    // transaction coordinators and the controller all move under the application.
+    for victim in 1..=3 {
+        std::thread::sleep(Duration::from_secs(4));
+        eprintln!("killing host {victim}");
+        cluster.host(victim).kill();
+        std::thread::sleep(Duration::from_secs(2));
+        cluster.host(victim).spawn();
+        cluster.host(victim).wait_serving();
+    }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(status) = app.try_wait().expect("wait for the application") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = app.kill();
+            let _ = app.wait();
+            panic!(
+                "the Streams application did not finish in 300 s:\n{}",
+                said()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let text = said();
+    let summary: String = text
+        .lines()
+        .filter(|l| !l.contains(" INFO ") && !l.trim_start().starts_with("at "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        status.success() && text.contains("every count exact"),
+        "Kafka Streams exactly_once_v2 under host kills failed ({status}):\n{summary}\n{}",
+        cluster_logs(&cluster)
+    );
+    eprintln!(
+        "{}",
+        text.lines()
+            .filter(|l| l.starts_with("sent ") || l.starts_with("every count"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }

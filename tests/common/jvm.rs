@@ -55,6 +55,22 @@ pub struct Target<'a> {
     pub client_config: Option<&'a Path>,
 }
 
+/// The `main` of program `class` (in `weir.compat`, one that runs beside faults the
+/// Rust test injects) in a JVM of its own, told `target` as the cases are.
+pub fn compat_main(class: &str, target: &Target) -> Command {
+    let mut command = Command::new("java");
+    command
+        .arg("-cp")
+        .arg(classpath())
+        .arg(format!("-Dweir.bootstrap={}", target.bootstrap))
+        .arg(format!("-Dweir.rf={}", target.replication_factor));
+    if let Some(config) = target.client_config {
+        command.arg(format!("-Dweir.client.config={}", config.display()));
+    }
+    command.arg(format!("weir.compat.{class}"));
+    command
+}
+
 /// Runs the JUnit classes `classes` (in `weir.compat`) against `target` in one JVM, for
 /// at most `seconds`, with its report written to `report`; fails with the failures and
 /// what `logs` gives (the brokers' logs) when any case fails.

@@ -28,6 +28,7 @@ import org.apache.kafka.common.serialization.LongDeserializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -165,6 +166,16 @@ class TransactionCases {
     }
 
     private static KafkaStreams startExactlyOnce(String app, String input, String output, Path state) {
+        return startExactlyOnce(app, input, output, state, false);
+    }
+
+    /**
+     * The exactly_once_v2 word count, running; with {@code replaceFailedThreads} a stream
+     * thread that dies of an error (a broker killed under it) is replaced, as an
+     * application that must outlive broker failures configures it.
+     */
+    static KafkaStreams startExactlyOnce(String app, String input, String output, Path state,
+            boolean replaceFailedThreads) {
         Properties p = Weir.props();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, app);
         p.put(StreamsConfig.STATE_DIR_CONFIG, state.toString());
@@ -174,6 +185,10 @@ class TransactionCases {
         p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), "6000");
         p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "1000");
         KafkaStreams streams = new KafkaStreams(StreamsCases.wordCount(input, output), p);
+        if (replaceFailedThreads) {
+            streams.setUncaughtExceptionHandler(e -> StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse
+                    .REPLACE_THREAD);
+        }
         streams.start();
         Weir.await(Duration.ofSeconds(60), "streams to run", () -> streams.state() == KafkaStreams.State.RUNNING);
         return streams;
@@ -181,6 +196,14 @@ class TransactionCases {
 
     /** Waits until the latest committed count per word equals {@code expected}. */
     private static void awaitCounts(String output, Map<String, Long> expected) {
+        awaitCounts(output, expected, Duration.ofSeconds(90));
+    }
+
+    /**
+     * Waits up to {@code within} until the latest read_committed count per word equals
+     * {@code expected}, failing at once on a count above the exact one.
+     */
+    static void awaitCounts(String output, Map<String, Long> expected, Duration within) {
         Map<String, Long> latest = new HashMap<>();
         Properties p = Weir.props();
         p.put("key.deserializer", StringDeserializer.class.getName());
@@ -192,7 +215,7 @@ class TransactionCases {
                     .collect(Collectors.toList());
             c.assign(tps);
             c.seekToBeginning(tps);
-            long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
+            long deadline = System.nanoTime() + within.toNanos();
             while (!latest.equals(expected)) {
                 if (System.nanoTime() > deadline) {
                     throw new AssertionError("counts " + latest + " never became " + expected);
