@@ -9,7 +9,10 @@
 //!    until the active segment rolls, as in Kafka);
 //! 2. rewrites each of them into `<base>.log.cleaned` keeping a record when it is the
 //!    newest of its key, and a tombstone (null value) only until it is older than
-//!    `delete.retention.ms`; records without a key are dropped. Offsets never change:
+//!    `delete.retention.ms`; records without a key are dropped; a transaction's COMMIT
+//!    or ABORT marker goes once none of the transaction's batches is left and the marker
+//!    is older than `delete.retention.ms` (as Kafka's cleaner removes it, so the markers
+//!    of an exactly-once changelog do not pile up). Offsets never change:
 //!    a batch keeps its offset range with fewer records, a batch an idempotent producer's
 //!    state still points at stays as an empty batch, and a run of batches left with no
 //!    record becomes one empty filler batch (see `batch_compaction`), so batches still
@@ -113,6 +116,44 @@ struct Cleanable {
     next_offset: Offset,
 }
 
+/// What one segment's rewrite reads and updates of its pass.
+struct SegmentPass<'a> {
+    /// The newest offset of every key.
+    keys: &'a KeyMap,
+    /// Tombstones and markers older than this (ms) go.
+    horizon: i64,
+    /// The transactions seen so far in the pass.
+    txns: &'a mut TxnsInView,
+    /// The oldest tombstone or marker kept only for its age.
+    removals_due: &'a mut Option<i64>,
+}
+
+/// Per producer, whether a batch of its current transaction stays after the pass: a
+/// transaction's marker may go only when none does (a batch left without its marker
+/// would read as a transaction still open). The pass reads from the start of the log,
+/// so every batch of a transaction that is still stored comes before its marker here.
+#[derive(Default)]
+struct TxnsInView {
+    data_left: HashMap<i64, bool>,
+}
+
+impl TxnsInView {
+    /// A transactional batch of `producer_id`, which stays or goes.
+    fn saw(&mut self, producer_id: i64, stays: bool) {
+        *self.data_left.entry(producer_id).or_default() |= stays;
+    }
+
+    /// `producer_id`'s marker: whether a batch of the transaction it ends stays.
+    fn end(&mut self, producer_id: i64) -> bool {
+        self.data_left.remove(&producer_id).unwrap_or(false)
+    }
+}
+
+/// Notes that something kept only for its age (`at`, ms) is due to go later.
+fn note_due(due: &mut Option<i64>, at: i64) {
+    *due = Some(due.map_or(at, |t| t.min(at)));
+}
+
 /// The newest offset of every key in the cleanable segments.
 #[derive(Default)]
 struct KeyMap {
@@ -134,7 +175,7 @@ impl KeyMap {
 
 impl PartitionLog {
     /// True when the log is compacted and a pass has something new to do: a sealed
-    /// segment it has not compacted, or a tombstone whose time is up.
+    /// segment it has not compacted, or a tombstone or marker whose time is up.
     pub fn compaction_due(&self) -> bool {
         let config = self.shared.config.borrow();
         if !config.cleanup.compacts() {
@@ -148,7 +189,7 @@ impl PartitionLog {
             .take(st.segments.len().saturating_sub(1))
             .filter(|s| s.is_sealed())
             .any(|s| s.next_offset() > st.cleaned_to);
-        sealed_past || st.tombstones_due.is_some_and(|at| at <= now)
+        sealed_past || st.removals_due.is_some_and(|at| at <= now)
     }
 
     /// Runs one compaction pass over the cleanable segments (see the module docs).
@@ -188,12 +229,18 @@ impl PartitionLog {
             }
         }
         let horizon = now.saturating_sub(config.delete_retention.as_millis() as i64);
-        let mut tombstones_due: Option<i64> = None;
+        let mut removals_due: Option<i64> = None;
+        // Read from the start of the log, so a marker's transaction is wholly in view.
+        let mut txns = TxnsInView::default();
         for segment in &cleanable[..mapped] {
             report.segments_read += 1;
-            let rewritten = self
-                .rewrite(segment, &config, &keys, horizon, pace, &mut tombstones_due)
-                .await?;
+            let mut pass = SegmentPass {
+                keys: &keys,
+                horizon,
+                txns: &mut txns,
+                removals_due: &mut removals_due,
+            };
+            let rewritten = self.rewrite(segment, &config, &mut pass, pace).await?;
             if let Some((after, removed)) = rewritten {
                 report.segments_rewritten += 1;
                 report.bytes_before += segment.size;
@@ -205,8 +252,8 @@ impl PartitionLog {
         if let Some(last) = cleanable[..mapped].last() {
             st.cleaned_to = st.cleaned_to.max(last.next_offset);
         }
-        st.tombstones_due =
-            tombstones_due.map(|t| t.saturating_add(config.delete_retention.as_millis() as i64));
+        st.removals_due =
+            removals_due.map(|t| t.saturating_add(config.delete_retention.as_millis() as i64));
         Ok(report)
     }
 
@@ -232,20 +279,28 @@ impl PartitionLog {
             .collect()
     }
 
-    /// Writes `segment` with what `keys` says to keep into `.cleaned` files and swaps
+    /// Writes `segment` with what `pass` says to keep into `.cleaned` files and swaps
     /// them in; `None` when nothing was removed (the segment is left alone).
     async fn rewrite(
         &self,
         segment: &Cleanable,
         config: &LogConfig,
-        keys: &KeyMap,
-        horizon: i64,
+        pass: &mut SegmentPass<'_>,
         pace: &mut Pace,
-        tombstones_due: &mut Option<i64>,
     ) -> Result<Option<(u64, u64)>> {
+        let SegmentPass {
+            keys,
+            horizon,
+            txns,
+            removals_due,
+        } = pass;
+        let horizon = *horizon;
         let cleaned = cleaned_paths(&segment.paths);
         let mut out = Output::create(&cleaned.log, segment.base, config).await?;
         let mut removed = 0u64;
+        // Whether a batch went (an emptied one whose producer is forgotten goes with no
+        // record removed).
+        let mut dropped = false;
         let mut run: Option<Run> = None;
         let mut scanner = Scanner::new(segment);
         while let Some(window) = scanner.next(pace).await? {
@@ -253,9 +308,20 @@ impl PartitionLog {
                 let batch = &batch;
                 let base = batch.base_offset() as u64;
                 let last = base + batch.offset_count() - 1;
+                let epoch = batch.partition_leader_epoch();
                 if batch.attributes() & ATTRIBUTE_CONTROL != 0 {
-                    out.flush_run(&mut run);
-                    out.push(batch.as_bytes().to_vec(), base, last, batch.max_timestamp());
+                    let data_left = txns.end(batch.producer_id());
+                    if data_left || batch.max_timestamp() >= horizon {
+                        if !data_left {
+                            note_due(removals_due, batch.max_timestamp());
+                        }
+                        out.flush_run(&mut run);
+                        out.push(batch.as_bytes().to_vec(), base, last, batch.max_timestamp());
+                    } else {
+                        removed += batch.record_count() as u64;
+                        dropped = true;
+                        out.extend_run(&mut run, base, last, batch.max_timestamp(), epoch);
+                    }
                     continue;
                 }
                 let recs = records(batch).map_err(|e| corrupt(segment, batch, e))?;
@@ -271,53 +337,51 @@ impl PartitionLog {
                             .is_some_and(|at| *at == offset);
                         let expired = span.tombstone && span.timestamp < horizon;
                         if newest && span.tombstone && !expired {
-                            *tombstones_due = Some(
-                                tombstones_due.map_or(span.timestamp, |t| t.min(span.timestamp)),
-                            );
+                            note_due(removals_due, span.timestamp);
                         }
                         newest && !expired && !aborted
                     })
                     .collect();
                 removed += (recs.spans.len() - kept.len()) as u64;
-                let epoch = batch.partition_leader_epoch();
-                if kept.len() == recs.spans.len() {
-                    out.flush_run(&mut run);
-                    out.push(batch.as_bytes().to_vec(), base, last, batch.max_timestamp());
-                } else if !kept.is_empty()
-                    || (batch.producer_id() >= 0
+                let remembered = || {
+                    batch.producer_id() >= 0
                         && self
                             .shared
                             .state
                             .borrow()
                             .producers
-                            .remembers(batch.producer_id(), Offset(last)))
-                {
+                            .remembers(batch.producer_id(), Offset(last))
+                };
+                // A batch a pass emptied stays only while its producer's state points at
+                // it; a filler (no producer) stays as it is.
+                let unchanged = if recs.spans.is_empty() {
+                    batch.producer_id() < 0 || remembered()
+                } else {
+                    kept.len() == recs.spans.len()
+                };
+                let stays = if unchanged {
+                    out.flush_run(&mut run);
+                    out.push(batch.as_bytes().to_vec(), base, last, batch.max_timestamp());
+                    true
+                } else if !kept.is_empty() || remembered() {
                     let bytes = with_records(batch, &recs, &kept)
                         .map_err(|e| corrupt(segment, batch, e))?;
                     out.flush_run(&mut run);
                     out.push(bytes, base, last, batch.max_timestamp());
+                    true
                 } else {
-                    match &mut run {
-                        Some(r) if r.epoch == epoch && last - r.base < FILLER_OFFSETS_MAX => {
-                            r.last = last;
-                            r.timestamp = r.timestamp.max(batch.max_timestamp());
-                        }
-                        _ => {
-                            out.flush_run(&mut run);
-                            run = Some(Run {
-                                base,
-                                last,
-                                timestamp: batch.max_timestamp(),
-                                epoch,
-                            });
-                        }
-                    }
+                    out.extend_run(&mut run, base, last, batch.max_timestamp(), epoch);
+                    dropped = true;
+                    false
+                };
+                if batch.is_transactional() {
+                    txns.saw(batch.producer_id(), stays);
                 }
             }
             out.drain(pace, false).await?;
         }
         out.flush_run(&mut run);
-        if removed == 0 {
+        if removed == 0 && !dropped {
             out.abandon().await;
             return Ok(None);
         }
@@ -484,6 +548,34 @@ impl Output {
         self.size += bytes.len() as u64;
         self.next_offset = Offset(last + 1);
         self.pending.push(bytes);
+    }
+
+    /// Adds the offsets `base..=last` of a batch that goes to the run of offsets a
+    /// filler stands for, starting a new run when the leader epoch changes or the run
+    /// is as long as a filler may be.
+    fn extend_run(
+        &mut self,
+        run: &mut Option<Run>,
+        base: u64,
+        last: u64,
+        timestamp: i64,
+        epoch: i32,
+    ) {
+        match run {
+            Some(r) if r.epoch == epoch && last - r.base < FILLER_OFFSETS_MAX => {
+                r.last = last;
+                r.timestamp = r.timestamp.max(timestamp);
+            }
+            _ => {
+                self.flush_run(run);
+                *run = Some(Run {
+                    base,
+                    last,
+                    timestamp,
+                    epoch,
+                });
+            }
+        }
     }
 
     fn flush_run(&mut self, run: &mut Option<Run>) {

@@ -412,3 +412,113 @@ fn aborted_records_never_shadow_a_committed_value_and_open_transactions_stay() {
         storage.shutdown().await;
     });
 }
+
+/// Base offsets of the log's control batches (transaction markers).
+async fn markers(log: &PartitionLog) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut next = log.log_start_offset().0;
+    while next < log.high_watermark().0 {
+        let read = log.read(Offset(next), 1 << 20).await.expect("read");
+        let mut rest: &[u8] = &read.records;
+        while !rest.is_empty() {
+            let (batch, tail) = RecordBatch::validate_stored(rest, 1 << 20).expect("stored batch");
+            let base = batch.base_offset() as u64;
+            if base >= next && batch.is_control() {
+                out.push(base);
+            }
+            next = next.max(base + batch.offset_count());
+            rest = tail;
+        }
+    }
+    out
+}
+
+#[test]
+fn a_marker_goes_with_the_last_of_its_transaction_once_past_delete_retention() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let log = open(&storage, dir.path(), config(Duration::from_secs(3600))).await;
+        let now = storage.clock().now_ms() - 1;
+        let record = |key: &[u8], txn: Option<i64>| {
+            let mut b = BatchBuilder::new(1024, now);
+            if let Some(id) = txn {
+                b = b
+                    .producer(Producer {
+                        id,
+                        epoch: 0,
+                        base_sequence: 0,
+                    })
+                    .transactional();
+            }
+            b.push(now, Some(key), b"v");
+            payload(b.finish())
+        };
+        let roll = || {
+            let mut b = BatchBuilder::new(8192, now);
+            b.push(now, Some(b"roll"), &[7u8; 4000]);
+            payload(b.finish())
+        };
+        let mark = |producer: i64, commit: bool| {
+            let log = &log;
+            async move {
+                let m = log
+                    .append_marker(producer, 0, commit, 0, 0)
+                    .await
+                    .expect("marker");
+                m.durable.await.expect("durable");
+            }
+        };
+        durable(&log, record(b"a", Some(5))).await; // 0: committed, later shadowed
+        mark(5, true).await; // 1
+        durable(&log, record(b"b", Some(6))).await; // 2: aborted
+        mark(6, false).await; // 3
+        durable(&log, record(b"c", Some(7))).await; // 4: committed, the newest of "c"
+        mark(7, true).await; // 5
+        durable(&log, record(b"a", None)).await; // 6: shadows offset 0
+        durable(&log, roll()).await; // 7, a new segment
+        durable(&log, roll()).await; // 8
+        settle(&log).await;
+        log.compact(&mut Pace::new(0)).await.expect("compact");
+        assert_eq!(
+            markers(&log).await,
+            vec![1, 3, 5],
+            "younger than delete.retention.ms: every marker stays"
+        );
+        assert!(
+            !log.compaction_due(),
+            "nothing more to do until the markers are due"
+        );
+        log.set_config(config(Duration::ZERO)).expect("config");
+        log.compact(&mut Pace::new(0)).await.expect("compact");
+        assert_eq!(
+            markers(&log).await,
+            vec![1, 3, 5],
+            "the producers remember their batches (empty now), which keeps them and so \
+             their transactions' markers"
+        );
+        // Once the producers are forgotten (a first pass starts their time), their
+        // emptied batches go, and the markers with them.
+        log.expire_producers(Duration::ZERO);
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+        assert_eq!(log.expire_producers(Duration::ZERO), 3);
+        log.compact(&mut Pace::new(0)).await.expect("compact");
+        let after = contents(&log).await;
+        assert_eq!(
+            markers(&log).await,
+            vec![5],
+            "only the marker of a transaction with a record left stays"
+        );
+        assert!(after.contains_key(&4) && after.contains_key(&6));
+        assert!(!after.contains_key(&0) && !after.contains_key(&2));
+        assert_eq!(log.last_stable_offset(), log.high_watermark());
+        // Recovered from the files, no transaction reads as open.
+        log.close().await.expect("close");
+        let reopened = open(&storage, dir.path(), config(Duration::ZERO)).await;
+        assert_eq!(markers(&reopened).await, vec![5]);
+        assert_eq!(contents(&reopened).await, after);
+        assert_eq!(reopened.last_stable_offset(), reopened.high_watermark());
+        reopened.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}

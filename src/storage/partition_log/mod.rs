@@ -137,8 +137,9 @@ struct LogState {
     waiters: VecDeque<(Offset, Waker)>,
     /// Sealed segments below this offset were compacted by a pass since the log opened.
     cleaned_to: Offset,
-    /// When the oldest tombstone compaction kept is due to go, if any.
-    tombstones_due: Option<i64>,
+    /// When the oldest tombstone or transaction marker compaction kept is due to go,
+    /// if any.
+    removals_due: Option<i64>,
     /// Bytes appended since the transactions were last checkpointed, and whether a
     /// checkpoint inside the segment is being written (see `transactions.rs`).
     txn_checkpoint_bytes: u64,
@@ -299,7 +300,7 @@ impl PartitionLog {
                 closed: false,
                 waiters: VecDeque::new(),
                 cleaned_to: Offset(0),
-                tombstones_due: None,
+                removals_due: None,
                 txn_checkpoint_bytes: 0,
                 txn_checkpoint_writing: false,
             }),
