@@ -27,6 +27,22 @@ fn code(e: ResponseError) -> i16 {
     e.code()
 }
 
+/// An idempotent producer's id and epoch from the broker at `port`.
+fn idempotent_producer(port: u16) -> Producer {
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = None;
+    init.transaction_timeout_ms = 60_000;
+    init.producer_id = kafka_protocol::messages::ProducerId(-1);
+    init.producer_epoch = -1;
+    let id = call(&mut connect(port), &init, 4);
+    assert_eq!(id.error_code, 0, "InitProducerId");
+    Producer {
+        id: id.producer_id.0,
+        epoch: id.producer_epoch,
+        base_sequence: 0,
+    }
+}
+
 #[test]
 fn malformed_frames_close_only_their_connection() {
     let dir = scratch_dir();
@@ -262,23 +278,15 @@ fn a_retried_idempotent_batch_is_stored_once() {
     let broker = Broker::start(&dir.path().join("data"), 1, &[]);
     let port = broker.port;
     assert_eq!(create(port, "idem", 1), 0);
-    let mut init = InitProducerIdRequest::default();
-    init.transactional_id = None;
-    init.transaction_timeout_ms = 60_000;
-    init.producer_id = kafka_protocol::messages::ProducerId(-1);
-    init.producer_epoch = -1;
-    let id = call(&mut connect(port), &init, 4);
-    assert_eq!(id.error_code, 0);
-    let pid = id.producer_id.0;
+    let producer = idempotent_producer(port);
     let batch = |seq| {
         build_idempotent_batch(
             4,
             b"once",
             0,
             Producer {
-                id: pid,
-                epoch: id.producer_epoch,
                 base_sequence: seq,
+                ..producer
             },
         )
     };
@@ -791,22 +799,15 @@ fn an_idempotent_producer_silent_past_its_expiration_is_forgotten() {
     );
     let port = broker.port;
     assert_eq!(create(port, "idle-producer", 1), 0);
-    let mut init = InitProducerIdRequest::default();
-    init.transactional_id = None;
-    init.transaction_timeout_ms = 60_000;
-    init.producer_id = kafka_protocol::messages::ProducerId(-1);
-    init.producer_epoch = -1;
-    let id = call(&mut connect(port), &init, 4);
-    assert_eq!(id.error_code, 0);
+    let producer = idempotent_producer(port);
     let batch = |seq| {
         build_idempotent_batch(
             1,
             b"v",
             0,
             Producer {
-                id: id.producer_id.0,
-                epoch: id.producer_epoch,
                 base_sequence: seq,
+                ..producer
             },
         )
     };

@@ -16,7 +16,7 @@ use std::{
 use common::{
     broker::{free_ports_on, Broker},
     cluster::{run_weir, Cluster},
-    jvm::{compat_main, run_cases, Target},
+    jvm::{compat_main, failures_of, run_cases, Target},
     pki::{pki, Pki},
     scratch_dir,
 };
@@ -93,6 +93,16 @@ fn run_secured_cases(
     run_cases(&target, &cases, &dir.join("jvm-report.txt"), 900, logs);
 }
 
+/// Every host's bootstrap address, comma-separated.
+fn all_bootstraps(cluster: &Cluster) -> String {
+    cluster
+        .hosts
+        .iter()
+        .map(|h| h.bootstrap())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Every host's log, for a failure message.
 fn cluster_logs(cluster: &Cluster) -> String {
     cluster
@@ -157,12 +167,7 @@ fn java_client_tools_streams_and_connect_work_against_one_host() {
 fn java_client_tools_streams_and_connect_work_against_a_three_host_rf3_cluster() {
     let cluster = Cluster::start(3, 1);
     await_three_live_hosts(&cluster, None);
-    let bootstrap = cluster
-        .hosts
-        .iter()
-        .map(|h| h.bootstrap())
-        .collect::<Vec<_>>()
-        .join(",");
+    let bootstrap = all_bootstraps(&cluster);
     let target = Target {
         bootstrap: &bootstrap,
         replication_factor: 3,
@@ -217,12 +222,7 @@ fn kafka_streams_exactly_once_v2_counts_exactly_while_each_host_is_killed() {
     let mut cluster =
         Cluster::start_configured(3, 1, |_| vec!["--session-timeout".into(), "3s".into()]);
     await_three_live_hosts(&cluster, None);
-    let bootstrap = cluster
-        .hosts
-        .iter()
-        .map(|h| h.bootstrap())
-        .collect::<Vec<_>>()
-        .join(",");
+    let bootstrap = all_bootstraps(&cluster);
     let target = Target {
         bootstrap: &bootstrap,
         replication_factor: 3,
@@ -275,11 +275,7 @@ fn kafka_streams_exactly_once_v2_counts_exactly_while_each_host_is_killed() {
         std::thread::sleep(Duration::from_millis(500));
     };
     let text = said();
-    let summary: String = text
-        .lines()
-        .filter(|l| !l.contains(" INFO ") && !l.trim_start().starts_with("at "))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let summary = failures_of(&text);
     assert!(
         status.success() && text.contains("every count exact"),
         "Kafka Streams exactly_once_v2 under host kills failed ({status}):\n{summary}\n{}",

@@ -59,6 +59,13 @@ pub struct Target<'a> {
 /// Rust test injects) in a JVM of its own, told `target` as the cases are.
 pub fn compat_main(class: &str, target: &Target) -> Command {
     let mut command = Command::new("java");
+    told(&mut command, target).arg(format!("weir.compat.{class}"));
+    command
+}
+
+/// Adds to a `java` command line the class path and the system properties that tell
+/// the cases (`weir.compat.Weir`) about `target`.
+fn told<'c>(command: &'c mut Command, target: &Target) -> &'c mut Command {
     command
         .arg("-cp")
         .arg(classpath())
@@ -67,8 +74,15 @@ pub fn compat_main(class: &str, target: &Target) -> Command {
     if let Some(config) = target.client_config {
         command.arg(format!("-Dweir.client.config={}", config.display()));
     }
-    command.arg(format!("weir.compat.{class}"));
     command
+}
+
+/// A JVM's output without the clients' INFO logging and stack frames: what failed.
+pub fn failures_of(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.contains(" INFO ") && !l.trim_start().starts_with("at "))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Runs the JUnit classes `classes` (in `weir.compat`) against `target` in one JVM, for
@@ -82,17 +96,8 @@ pub fn run_cases(
     logs: impl FnOnce() -> String,
 ) {
     let mut command = Command::new("timeout");
-    command
-        .arg(seconds.to_string())
-        .arg("java")
-        .arg("-cp")
-        .arg(classpath())
-        .arg(format!("-Dweir.bootstrap={}", target.bootstrap))
-        .arg(format!("-Dweir.rf={}", target.replication_factor));
-    if let Some(config) = target.client_config {
-        command.arg(format!("-Dweir.client.config={}", config.display()));
-    }
-    command.args([
+    command.arg(seconds.to_string()).arg("java");
+    told(&mut command, target).args([
         "org.junit.platform.console.ConsoleLauncher",
         "execute",
         "--disable-banner",
@@ -112,11 +117,7 @@ pub fn run_cases(
     let _ = std::fs::write(report, &text);
     if !out.status.success() {
         // The tree and the failures, without the clients' INFO logging and deep stacks.
-        let summary: String = text
-            .lines()
-            .filter(|l| !l.contains(" INFO ") && !l.trim_start().starts_with("at "))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let summary = failures_of(&text);
         panic!(
             "JVM cases failed ({}; full report {}):\n{summary}\n{}",
             out.status,

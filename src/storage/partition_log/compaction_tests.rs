@@ -129,6 +129,30 @@ fn expected(before: &Contents, sealed_end: u64, tombstones: bool) -> Contents {
         .collect()
 }
 
+/// One record of `key` as a batch of its own, of producer `txn`'s open transaction when
+/// given.
+fn keyed(now: i64, key: &[u8], value: &[u8], txn: Option<i64>) -> ProducePayload {
+    let mut b = BatchBuilder::new(1024, now);
+    if let Some(id) = txn {
+        b = b
+            .producer(Producer {
+                id,
+                epoch: 0,
+                base_sequence: 0,
+            })
+            .transactional();
+    }
+    b.push(now, Some(key), value);
+    payload(b.finish())
+}
+
+/// A record large enough to roll the active segment.
+fn roll(now: i64) -> ProducePayload {
+    let mut b = BatchBuilder::new(8192, now);
+    b.push(now, Some(b"roll"), &[7u8; 4000]);
+    payload(b.finish())
+}
+
 fn sealed_end(log: &PartitionLog) -> u64 {
     let st = log.shared.state.borrow();
     st.segments.back().expect("active").base().0
@@ -355,25 +379,8 @@ fn aborted_records_never_shadow_a_committed_value_and_open_transactions_stay() {
         let storage = start_storage(dir.path()).await;
         let log = open(&storage, dir.path(), config(Duration::ZERO)).await;
         let now = storage.clock().now_ms() - 1;
-        let record = |key: &[u8], value: &[u8], txn: Option<i64>| {
-            let mut b = BatchBuilder::new(1024, now);
-            if let Some(id) = txn {
-                b = b
-                    .producer(Producer {
-                        id,
-                        epoch: 0,
-                        base_sequence: 0,
-                    })
-                    .transactional();
-            }
-            b.push(now, Some(key), value);
-            payload(b.finish())
-        };
-        let roll = || {
-            let mut b = BatchBuilder::new(8192, now);
-            b.push(now, Some(b"roll"), &[7u8; 4000]);
-            payload(b.finish())
-        };
+        let record = |key: &[u8], value: &[u8], txn: Option<i64>| keyed(now, key, value, txn);
+        let roll = || roll(now);
         durable(&log, record(b"a", b"committed", None)).await; // 0
         durable(&log, record(b"a", b"aborted", Some(5))).await; // 1
         let marker = log.append_marker(5, 0, false, 0, 0).await.expect("marker"); // 2
@@ -440,25 +447,8 @@ fn a_marker_goes_with_the_last_of_its_transaction_once_past_delete_retention() {
         let storage = start_storage(dir.path()).await;
         let log = open(&storage, dir.path(), config(Duration::from_secs(3600))).await;
         let now = storage.clock().now_ms() - 1;
-        let record = |key: &[u8], txn: Option<i64>| {
-            let mut b = BatchBuilder::new(1024, now);
-            if let Some(id) = txn {
-                b = b
-                    .producer(Producer {
-                        id,
-                        epoch: 0,
-                        base_sequence: 0,
-                    })
-                    .transactional();
-            }
-            b.push(now, Some(key), b"v");
-            payload(b.finish())
-        };
-        let roll = || {
-            let mut b = BatchBuilder::new(8192, now);
-            b.push(now, Some(b"roll"), &[7u8; 4000]);
-            payload(b.finish())
-        };
+        let record = |key: &[u8], txn: Option<i64>| keyed(now, key, b"v", txn);
+        let roll = || roll(now);
         let mark = |producer: i64, commit: bool| {
             let log = &log;
             async move {
