@@ -27,24 +27,27 @@
 //! during a pass sees each segment either before or after its rewrite. Work is paced
 //! ([`Pace`]) so a pass does not take the device from produce.
 
-use std::{collections::HashMap, path::Path, rc::Rc, time::Duration};
+use std::{collections::HashMap, path::Path, rc::Rc};
 
 use glommio::io::DmaFile;
 use weir_client::record_batch::ATTRIBUTE_CONTROL;
 
-use super::PartitionLog;
+pub use super::compaction_pace::Pace;
+use super::{
+    compaction_output::{Output, Run, Written},
+    compaction_pace::READ_WINDOW_BYTES,
+    PartitionLog,
+};
 use crate::storage::{
     batch_cache::SegmentKey,
-    batch_compaction::{filler, with_records, FILLER_OFFSETS_MAX},
+    batch_compaction::with_records,
     batch_records::{records, RecordSpan},
-    config::{FileGrowth, LogConfig},
+    config::LogConfig,
     failpoint,
     record_batch::{BatchHeader, RecordBatch},
     recovery,
     segment::{open_dma, SegmentPaths},
-    segment_appender::{SegmentAppender, ZeroFillSlot},
     segment_files::{remove_if_present, rename},
-    segment_index::{IndexedBatch, SegmentIndex},
     Offset, Result, StorageError,
 };
 
@@ -55,9 +58,6 @@ pub const CLEANED_SUFFIX: &str = ".cleaned";
 /// past the point where it fills wait for the next pass, as with Kafka's
 /// `log.cleaner.dedupe.buffer.size`.
 const KEY_MAP_BYTES_MAX: usize = 128 << 20;
-
-/// Bytes read from a segment at a time.
-const READ_WINDOW_BYTES: usize = 1 << 20;
 
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -74,37 +74,6 @@ pub struct CompactionReport {
     pub bytes_after: u64,
     /// Records removed.
     pub records_removed: u64,
-}
-
-/// Holds a pass to a byte rate (read plus written), so compaction leaves the device to
-/// produce: Kafka's `log.cleaner.io.max.bytes.per.second`.
-pub struct Pace {
-    bytes_per_second: u64,
-    since: std::time::Instant,
-    bytes: u64,
-}
-
-impl Pace {
-    /// A pace of `bytes_per_second`; 0 means unpaced.
-    pub fn new(bytes_per_second: u64) -> Pace {
-        Pace {
-            bytes_per_second,
-            since: std::time::Instant::now(),
-            bytes: 0,
-        }
-    }
-
-    /// Accounts for `bytes` of I/O, sleeping as long as the pass is ahead of its rate.
-    pub async fn spend(&mut self, bytes: u64) {
-        self.bytes += bytes;
-        if self.bytes_per_second == 0 {
-            return;
-        }
-        let due = Duration::from_secs_f64(self.bytes as f64 / self.bytes_per_second as f64);
-        if let Some(ahead) = due.checked_sub(self.since.elapsed()) {
-            glommio::timer::sleep(ahead).await;
-        }
-    }
 }
 
 /// One cleanable segment as the pass saw it.
@@ -470,168 +439,6 @@ impl PartitionLog {
             base_offset: segment.base.0,
         });
         Ok(true)
-    }
-}
-
-/// A run of batches left with no record, waiting to become one filler.
-struct Run {
-    base: u64,
-    last: u64,
-    timestamp: i64,
-    epoch: i32,
-}
-
-/// A compacted segment being written.
-struct Output {
-    file: Rc<DmaFile>,
-    path: std::path::PathBuf,
-    appender: SegmentAppender,
-    index: SegmentIndex,
-    size: u64,
-    next_offset: Offset,
-    pending: Vec<Vec<u8>>,
-    error: Option<StorageError>,
-}
-
-/// What [`Output::finish`] wrote.
-struct Written {
-    index: SegmentIndex,
-    size: u64,
-    next_offset: Offset,
-}
-
-impl Output {
-    async fn create(path: &Path, base: Offset, config: &LogConfig) -> Result<Output> {
-        let file = open_dma(path).await?;
-        file.truncate(0)
-            .await
-            .map_err(|e| StorageError::io("truncate", path, e))?;
-        let appender = SegmentAppender::open(
-            Rc::clone(&file),
-            path.to_path_buf(),
-            0,
-            FileGrowth::Append,
-            READ_WINDOW_BYTES,
-            ZeroFillSlot::new(),
-        )
-        .await?;
-        Ok(Output {
-            file,
-            path: path.to_path_buf(),
-            appender,
-            index: SegmentIndex::new(base, config.index_interval_bytes),
-            size: 0,
-            next_offset: base,
-            pending: Vec::new(),
-            error: None,
-        })
-    }
-
-    fn push(&mut self, bytes: Vec<u8>, base: u64, last: u64, max_timestamp: i64) {
-        if base != self.next_offset.0 && self.error.is_none() {
-            self.error = Some(StorageError::Corrupt {
-                path: self.path.clone(),
-                position: self.size,
-                detail: format!(
-                    "compacted batch at {base} does not follow {}",
-                    self.next_offset
-                ),
-            });
-        }
-        self.index.track(IndexedBatch {
-            position: crate::storage::FilePosition(self.size),
-            base_offset: Offset(base),
-            last_offset: Offset(last),
-            max_timestamp,
-            bytes: bytes.len() as u64,
-        });
-        self.size += bytes.len() as u64;
-        self.next_offset = Offset(last + 1);
-        self.pending.push(bytes);
-    }
-
-    /// Adds the offsets `base..=last` of a batch that goes to the run of offsets a
-    /// filler stands for, starting a new run when the leader epoch changes or the run
-    /// is as long as a filler may be.
-    fn extend_run(
-        &mut self,
-        run: &mut Option<Run>,
-        base: u64,
-        last: u64,
-        timestamp: i64,
-        epoch: i32,
-    ) {
-        match run {
-            Some(r) if r.epoch == epoch && last - r.base < FILLER_OFFSETS_MAX => {
-                r.last = last;
-                r.timestamp = r.timestamp.max(timestamp);
-            }
-            _ => {
-                self.flush_run(run);
-                *run = Some(Run {
-                    base,
-                    last,
-                    timestamp,
-                    epoch,
-                });
-            }
-        }
-    }
-
-    fn flush_run(&mut self, run: &mut Option<Run>) {
-        if let Some(r) = run.take() {
-            self.push(
-                filler(r.base, r.last, r.timestamp, r.epoch),
-                r.base,
-                r.last,
-                r.timestamp,
-            );
-        }
-    }
-
-    /// Writes what is pending once it is worth a write.
-    async fn drain(&mut self, pace: &mut Pace, all: bool) -> Result<()> {
-        let pending: usize = self.pending.iter().map(Vec::len).sum();
-        if pending < READ_WINDOW_BYTES && !all {
-            return Ok(());
-        }
-        for bytes in self.pending.drain(..) {
-            self.appender.append(&[&bytes]);
-        }
-        if let Some(write) = self.appender.begin_flush() {
-            write.run(false).await?;
-        }
-        pace.spend(pending as u64).await;
-        Ok(())
-    }
-
-    async fn finish(mut self, pace: &mut Pace) -> Result<Written> {
-        if let Some(e) = self.error.take() {
-            self.abandon().await;
-            return Err(e);
-        }
-        self.drain(pace, true).await?;
-        self.file
-            .truncate(self.size)
-            .await
-            .map_err(|e| StorageError::io("truncate", &self.path, e))?;
-        self.file
-            .fdatasync()
-            .await
-            .map_err(|e| StorageError::io("fdatasync", &self.path, e))?;
-        self.index.seal_time_entry();
-        Ok(Written {
-            index: self.index,
-            size: self.size,
-            next_offset: self.next_offset,
-        })
-    }
-
-    async fn abandon(self) {
-        let path = self.path.clone();
-        let _ = glommio::executor()
-            .spawn_blocking(move || remove_if_present(&path))
-            .await;
     }
 }
 

@@ -50,6 +50,8 @@ use super::{
 mod clean_close;
 mod close;
 mod compaction;
+mod compaction_output;
+mod compaction_pace;
 #[cfg(test)]
 mod compaction_tests;
 mod delete_records;
