@@ -3,7 +3,7 @@
 //! transaction decided but not yet marked, say). Redpanda keeps its failure probes in
 //! release builds for the same reason: the binary under test is the one users run.
 //!
-//! A probe is armed by the environment, `WEIR_FAILURE_PROBE=<name>`, read once; the
+//! A probe is armed by the environment, `WEIR_FAILURE_PROBE=<name>` (empty: none), read once; the
 //! process sends itself SIGKILL the first time it reaches the named point, so nothing
 //! after it — no destructor, no flush, no answer — runs. Unarmed, reaching a point costs
 //! one load of a `OnceLock`.
@@ -49,7 +49,9 @@ impl Probe {
 fn armed() -> Option<Probe> {
     static ARMED: OnceLock<Option<Probe>> = OnceLock::new();
     *ARMED.get_or_init(|| {
-        let name = std::env::var(FAILURE_PROBE_ENV).ok()?;
+        let name = std::env::var(FAILURE_PROBE_ENV)
+            .ok()
+            .filter(|n| !n.is_empty())?;
         let probe = Probe::named(&name);
         match probe {
             Some(_) => tracing::warn!(

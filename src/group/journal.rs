@@ -370,9 +370,7 @@ pub fn apply_to(store: &OffsetStore, records: &[JournalRecord]) -> Result<(), Of
                 store.end_pending(group, *producer_id, *commit)?;
             }
             JournalRecord::Transaction { id, meta } => store.put_transaction(id, meta)?,
-            JournalRecord::TransactionExpired { id } => {
-                store.remove_transaction(id)?;
-            }
+            JournalRecord::TransactionExpired { id } => store.remove_transaction(id)?,
             JournalRecord::SnapshotStart => {}
         }
     }

@@ -12,7 +12,7 @@ use kafka_protocol::ResponseError;
 
 use super::{peer::Peers, state::TxnMetadata};
 use crate::group::{
-    journal::{Journal, JournalError, JournalRecord},
+    journal::{apply_to, Journal, JournalError, JournalRecord},
     offset_store::OffsetStore,
     offset_syncer::OffsetSyncer,
 };
@@ -104,7 +104,7 @@ impl TxnCoordinator {
         meta: &TxnMetadata,
         journal: Option<&Journal>,
     ) -> Result<(), ResponseError> {
-        self.write(id, meta, journal, false).await
+        self.write(id, state_record(id, meta), journal, false).await
     }
 
     /// Makes `meta` `id`'s state: journaled first on a cluster, then written to LMDB
@@ -115,53 +115,28 @@ impl TxnCoordinator {
         meta: &TxnMetadata,
         journal: Option<&Journal>,
     ) -> Result<(), ResponseError> {
-        self.write(id, meta, journal, true).await
+        self.write(id, state_record(id, meta), journal, true).await
     }
 
-    /// Forgets `id` (expired): journaled first on a cluster, so every replica forgets
-    /// it, then removed from LMDB without a sync — a removal a crash loses is made again
-    /// by the next expiry pass.
+    /// Forgets `id` (expired), durably as [`persist`](Self::persist) writes a state:
+    /// journaled first on a cluster, so every replica forgets it.
     pub async fn forget(&self, id: &str, journal: Option<&Journal>) -> Result<(), ResponseError> {
-        let _pass = match journal {
-            Some(journal) => {
-                let record = JournalRecord::TransactionExpired { id: id.to_string() };
-                Some(
-                    journal
-                        .append(&record)
-                        .await
-                        .map_err(|e| journal_error(id, e))?,
-                )
-            }
-            None => None,
-        };
-        let store = Arc::clone(&self.store);
-        let key = id.to_string();
-        glommio::executor()
-            .spawn_blocking(move || store.remove_transaction(&key))
-            .await
-            .map(drop)
-            .map_err(|e| {
-                tracing::error!(id, error = %e, "expired transaction state not removed");
-                ResponseError::KafkaStorageError
-            })
+        let record = JournalRecord::TransactionExpired { id: id.to_string() };
+        self.write(id, record, journal, true).await
     }
 
-    /// Journals (on a cluster) and writes `meta`, waiting for both to be durable when
-    /// `durable`.
+    /// Journals `record` (on a cluster) and applies it to LMDB as every replica of the
+    /// journal does, waiting for both to be durable when `durable`.
     async fn write(
         &self,
         id: &str,
-        meta: &TxnMetadata,
+        record: JournalRecord,
         journal: Option<&Journal>,
         durable: bool,
     ) -> Result<(), ResponseError> {
-        // Held until the state is in LMDB, so a journal snapshot never misses it.
+        // Held until the change is in LMDB, so a journal snapshot never misses it.
         let _pass = match journal {
             Some(journal) => {
-                let record = JournalRecord::Transaction {
-                    id: id.to_string(),
-                    meta: meta.clone(),
-                };
                 let appended = if durable {
                     journal.append(&record).await
                 } else {
@@ -172,9 +147,8 @@ impl TxnCoordinator {
             None => None,
         };
         let store = Arc::clone(&self.store);
-        let (key, value) = (id.to_string(), meta.clone());
         let written = glommio::executor()
-            .spawn_blocking(move || store.put_transaction(&key, &value))
+            .spawn_blocking(move || apply_to(&store, std::slice::from_ref(&record)))
             .await;
         if let Err(e) = written {
             tracing::error!(id, error = %e, "transaction state not written");
@@ -187,6 +161,14 @@ impl TxnCoordinator {
             tracing::error!(id, error = %e, "transaction state not synced");
             ResponseError::KafkaStorageError
         })
+    }
+}
+
+/// The journal record that makes `meta` `id`'s state.
+fn state_record(id: &str, meta: &TxnMetadata) -> JournalRecord {
+    JournalRecord::Transaction {
+        id: id.to_string(),
+        meta: meta.clone(),
     }
 }
 

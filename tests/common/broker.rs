@@ -155,11 +155,9 @@ impl Broker {
                 &["--metrics-listen", "127.0.0.1:0"][..]
             })
             .args(&self.extra)
-            .env_remove(weir::failure_probe::FAILURE_PROBE_ENV)
-            .envs(
-                self.failure_probe
-                    .as_deref()
-                    .map(|p| (weir::failure_probe::FAILURE_PROBE_ENV, p)),
+            .env(
+                weir::failure_probe::FAILURE_PROBE_ENV,
+                self.failure_probe.as_deref().unwrap_or(""),
             )
             .stdout(self.log_file())
             .stderr(self.log_file())

@@ -93,11 +93,9 @@ impl Host {
             c.args(["--session-timeout", "2s"]);
         }
         c.args(&self.extra)
-            .env_remove(weir::failure_probe::FAILURE_PROBE_ENV)
-            .envs(
-                self.failure_probe
-                    .as_deref()
-                    .map(|p| (weir::failure_probe::FAILURE_PROBE_ENV, p)),
+            .env(
+                weir::failure_probe::FAILURE_PROBE_ENV,
+                self.failure_probe.as_deref().unwrap_or(""),
             )
             .stdout(self.log_file())
             .stderr(self.log_file());

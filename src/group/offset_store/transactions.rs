@@ -34,16 +34,14 @@ impl OffsetStore {
         txn.commit().map_err(|e| self.lmdb(e))
     }
 
-    /// Forgets transactional id `id` (expired); true when it had a state. Not synced: a
-    /// removal a crash loses is made again. Blocking.
-    pub fn remove_transaction(&self, id: &str) -> Result<bool> {
+    /// Forgets transactional id `id` (expired), if it has a state. Not synced: call
+    /// [`sync`](Self::sync). Blocking.
+    pub fn remove_transaction(&self, id: &str) -> Result<()> {
         let mut txn = self.env.write_txn().map_err(|e| self.lmdb(e))?;
-        let removed = self
-            .transactions
+        self.transactions
             .delete(&mut txn, id.as_bytes())
             .map_err(|e| self.lmdb(e))?;
-        txn.commit().map_err(|e| self.lmdb(e))?;
-        Ok(removed)
+        txn.commit().map_err(|e| self.lmdb(e))
     }
 
     /// Every transactional id with its state.
