@@ -64,19 +64,27 @@ pub(super) fn check(code: i16, what: impl Into<String>) -> Result<()> {
     }
 }
 
-/// Runs `call` again (up to 20 times, 100 ms apart) while the coordinator answers that it
-/// is not the coordinator yet or still loading: in a cluster, the shard a group was
-/// just given learns so within milliseconds. Kafka's clients retry these alike.
+/// How long a command keeps asking while the coordinator answers that it is not the
+/// coordinator yet or still loading, as Kafka's admin client retries these until its
+/// `default.api.timeout.ms`.
+const COORDINATOR_RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Runs `call` again, 100 ms apart and for up to [`COORDINATOR_RETRY_WINDOW`], while the
+/// coordinator answers that it is not the coordinator yet or still loading: in a
+/// cluster, the shard a group was just given learns so within milliseconds, but a
+/// journal partition whose leadership is still settling (a cluster that has just
+/// started, a host just lost) takes seconds.
 pub(super) fn with_coordinator_retries<T>(mut call: impl FnMut() -> Result<T>) -> Result<T> {
     let retriable = [
         ResponseError::NotCoordinator.code(),
         ResponseError::CoordinatorLoadInProgress.code(),
     ];
-    let mut tries = 0;
+    let deadline = std::time::Instant::now() + COORDINATOR_RETRY_WINDOW;
     loop {
         match call() {
-            Err(AdminError::Kafka { code, .. }) if retriable.contains(&code) && tries < 20 => {
-                tries += 1;
+            Err(AdminError::Kafka { code, .. })
+                if retriable.contains(&code) && std::time::Instant::now() < deadline =>
+            {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             other => return other,
