@@ -61,18 +61,27 @@ for run in $(seq 1 "$RUNS"); do
     dir=$(mktemp -d -p target/bench-data)
     start "$system" "$dir"
     for topic in idem txn aborts; do ready "$topic"; done
-    s=$(lg produce "$system-idem-r$run" --topic idem --partitions 8 --idempotent \
-      --producers "$PRODUCERS" --duration "$DURATION")
-    row "$(jq -c --argjson run "$run" --arg system "$system" \
-      '{run:$run, system:$system, workload:"idem", msgs_per_s:.produce.messages_per_second,
-        produce_p99_ms:.latency_ms.produce.p99}' <<< "$s")"
-    s=$(lg produce "$system-txn-r$run" --topic txn --partitions 8 --transactional \
-      --transaction-size "$TXN_SIZE" --producers "$PRODUCERS" --duration "$DURATION")
-    row "$(jq -c --argjson run "$run" --arg system "$system" \
-      '{run:$run, system:$system, workload:"txn", msgs_per_s:.produce.messages_per_second,
-        produce_p50_ms:.latency_ms.produce.p50, produce_p99_ms:.latency_ms.produce.p99,
-        commit_p50_ms:.latency_ms.commit.p50, commit_p99_ms:.latency_ms.commit.p99,
-        begin_p50_ms:.latency_ms.begin.p50}' <<< "$s")"
+    # Odd runs measure idempotent then transactional, even runs the other way round,
+    # so neither ratio side always meets the broker's fresher or fuller disk.
+    workloads=(idem txn)
+    [ $((run % 2)) -eq 0 ] && workloads=(txn idem)
+    for workload in "${workloads[@]}"; do
+      if [ "$workload" = idem ]; then
+        s=$(lg produce "$system-idem-r$run" --topic idem --partitions 8 --idempotent \
+          --producers "$PRODUCERS" --duration "$DURATION")
+        row "$(jq -c --argjson run "$run" --arg system "$system" \
+          '{run:$run, system:$system, workload:"idem", msgs_per_s:.produce.messages_per_second,
+            produce_p99_ms:.latency_ms.produce.p99}' <<< "$s")"
+      else
+        s=$(lg produce "$system-txn-r$run" --topic txn --partitions 8 --transactional \
+          --transaction-size "$TXN_SIZE" --producers "$PRODUCERS" --duration "$DURATION")
+        row "$(jq -c --argjson run "$run" --arg system "$system" \
+          '{run:$run, system:$system, workload:"txn", msgs_per_s:.produce.messages_per_second,
+            produce_p50_ms:.latency_ms.produce.p50, produce_p99_ms:.latency_ms.produce.p99,
+            commit_p50_ms:.latency_ms.commit.p50, commit_p99_ms:.latency_ms.commit.p99,
+            begin_p50_ms:.latency_ms.begin.p50}' <<< "$s")"
+      fi
+    done
     lg produce "$system-fill-r$run" --topic aborts --partitions 8 --transactional \
       --transaction-size "$TXN_SIZE" --abort-ratio 0.1 --messages "$TXN_MESSAGES" > /dev/null
     for isolation in committed uncommitted; do
