@@ -21,10 +21,11 @@ use kafka_protocol::{
 use crate::{
     security::acl::Operation,
     shard::context::ShardContext,
+    shard::metadata_view::Leadership,
     storage::{
         batch_records,
         partition_log::{Durable, Wait},
-        Offset, ProducePayload,
+        Offset, PartitionLog, ProducePayload,
     },
 };
 
@@ -44,64 +45,64 @@ enum Pending {
     },
 }
 
-/// What one partition's batches are appended as: `acks`, whether the request names a
-/// transactional id, and that id when the producer speaks transactions V2 (Produce
-/// v12+), whose partitions this leader enrols in the transaction itself.
+/// What one partition's batches are appended as: `acks`, and whether the request names
+/// a transactional id.
 #[derive(Clone, Copy)]
-struct AppendAs<'a> {
+struct AppendAs {
     acks: i16,
     transactional: bool,
-    enrols: Option<&'a str>,
 }
 
-async fn append_one(
+/// One partition's batches, checked and ready to append.
+struct Staged {
+    log: PartitionLog,
+    leadership: Leadership,
+    payload: ProducePayload,
+    partition: u32,
+}
+
+/// Checks one partition's batches: this shard leads it (with enough replicas in sync
+/// for acks=all), and the batches are valid for the topic.
+async fn stage_one(
     ctx: &ShardContext,
-    how: AppendAs<'_>,
+    how: AppendAs,
     topic: &str,
     partition: i32,
     records: Option<&Bytes>,
-) -> Pending {
+) -> Result<Staged, Pending> {
     let AppendAs {
         acks,
         transactional,
-        enrols,
     } = how;
-    let log = match ctx.partition(topic, partition).await {
-        Ok(log) => log,
-        Err(e) => return Pending::Failed(e.kafka_error(), None),
-    };
+    let log = ctx
+        .partition(topic, partition)
+        .await
+        .map_err(|e| Pending::Failed(e.kafka_error(), None))?;
     let Some(leadership) = ctx.leadership(topic, partition as u32) else {
-        return Pending::Failed(ResponseError::NotLeaderOrFollower, None);
+        return Err(Pending::Failed(ResponseError::NotLeaderOrFollower, None));
     };
     if acks == -1 && leadership.isr < leadership.min_insync {
-        return Pending::Failed(
+        return Err(Pending::Failed(
             ResponseError::NotEnoughReplicas,
             Some(format!(
                 "{} in-sync replicas, min.insync.replicas is {}",
                 leadership.isr, leadership.min_insync
             )),
-        );
+        ));
     }
     let records = records.cloned().unwrap_or_default();
     if records.len() as u64 > ctx.config.log.segment_bytes {
-        return Pending::Failed(ResponseError::RecordListTooLarge, None);
+        return Err(Pending::Failed(ResponseError::RecordListTooLarge, None));
     }
     let rules = ctx.produce_rules(topic);
-    let mut payload = match ProducePayload::validate(records, rules.message_max_bytes) {
-        Ok(p) => p,
-        Err(e) => return Pending::Failed(e.kafka_error(), Some(e.to_string())),
-    };
+    let mut payload = ProducePayload::validate(records, rules.message_max_bytes)
+        .map_err(|e| Pending::Failed(e.kafka_error(), Some(e.to_string())))?;
     if let Some(refusal) = misplaced(&payload, transactional) {
-        return Pending::Failed(ResponseError::InvalidRecord, Some(refusal));
+        return Err(Pending::Failed(ResponseError::InvalidRecord, Some(refusal)));
     }
     if rules.keys_required {
         if let Some(refusal) = keyless(&payload) {
-            return Pending::Failed(ResponseError::InvalidRecord, Some(refusal));
-        }
-    }
-    if let Some(id) = enrols {
-        if let Err((e, why)) = enrol(ctx, &log, id, topic, partition as u32, &payload).await {
-            return Pending::Failed(e, Some(why));
+            return Err(Pending::Failed(ResponseError::InvalidRecord, Some(refusal)));
         }
     }
     if rules.log_append_time {
@@ -111,6 +112,22 @@ async fn append_one(
             .map_or(0, |d| d.as_millis() as i64);
         payload = payload.with_log_append_time(now_ms);
     }
+    Ok(Staged {
+        log,
+        leadership,
+        payload,
+        partition: partition as u32,
+    })
+}
+
+/// Appends staged batches: offsets assigned now, durability awaited later.
+async fn append_staged(acks: i16, staged: Staged) -> Pending {
+    let Staged {
+        log,
+        leadership,
+        payload,
+        partition,
+    } = staged;
     match log.append(&payload, leadership.epoch).await {
         Ok(appended) => Pending::Appended {
             base: appended.base_offset,
@@ -121,7 +138,7 @@ async fn append_one(
             } else {
                 Wait::Committed
             }),
-            partition: partition as u32,
+            partition,
             replicated: leadership.replicas > 1 && acks == -1,
             records: payload.record_count(),
             bytes: payload.total_bytes() as u64,
@@ -130,45 +147,67 @@ async fn append_one(
     }
 }
 
-/// Transactions V2: before a producer's first transactional batch of a transaction
-/// reaches this partition (no transaction of its open here at its epoch), the partition
-/// is added to the transaction at its coordinator, as Kafka's leaders do for Produce
-/// v12. The coordinator's refusals become the errors Kafka's produce answers with:
-/// retriable while it is unreachable or still ending the previous transaction.
+/// Transactions V2: the staged partitions a producer's first transactional batch of a
+/// transaction is about to reach (no transaction of its open there at its epoch) are
+/// added to the transaction at its coordinator before any is appended, as Kafka's
+/// leaders do for Produce v12 — in one call per producer and epoch, so a request that
+/// opens a transaction on eight partitions waits for one durable coordinator change,
+/// not eight in turn. Each refusal is the error Kafka's produce answers with:
+/// retriable while the coordinator is unreachable or still ending the previous
+/// transaction. The partitions refused are returned with it, by staging index.
 async fn enrol(
     ctx: &ShardContext,
-    log: &crate::storage::PartitionLog,
     id: &str,
-    topic: &str,
-    partition: u32,
-    payload: &ProducePayload,
-) -> Result<(), (ResponseError, String)> {
-    let Some(batch) = payload.batches().next().filter(|b| b.is_transactional()) else {
-        return Ok(());
-    };
-    let (producer_id, epoch) = (batch.producer_id(), batch.producer_epoch());
-    if log.in_transaction(producer_id, epoch) {
-        return Ok(());
+    staged: &[(String, i32, Result<Staged, Pending>)],
+) -> Vec<(usize, ResponseError, String)> {
+    let mut openers: Vec<((i64, i16), Vec<usize>)> = Vec::new();
+    for (i, (_, _, s)) in staged.iter().enumerate() {
+        let Ok(s) = s else { continue };
+        let Some(batch) = s.payload.batches().next().filter(|b| b.is_transactional()) else {
+            continue;
+        };
+        let producer = (batch.producer_id(), batch.producer_epoch());
+        if s.log.in_transaction(producer.0, producer.1) {
+            continue;
+        }
+        match openers.iter_mut().find(|(p, _)| *p == producer) {
+            Some((_, at)) => at.push(i),
+            None => openers.push((producer, vec![i])),
+        }
     }
-    let partitions = [(topic.to_string(), partition)];
-    ctx.enrol_in_txn(id, producer_id, epoch, &partitions, &[])
-        .await
-        .map_err(|e| {
-            let why = format!("adding {topic}-{partition} to transaction {id}: {e:?}");
-            let answer = match e {
-                ResponseError::CoordinatorNotAvailable
-                | ResponseError::CoordinatorLoadInProgress
-                | ResponseError::NotCoordinator
-                | ResponseError::ConcurrentTransactions => ResponseError::NotEnoughReplicas,
-                ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
-                    ResponseError::InvalidProducerEpoch
-                }
-                ResponseError::InvalidProducerIdMapping
-                | ResponseError::TransactionalIdAuthorizationFailed => e,
-                _ => ResponseError::InvalidTxnState,
-            };
-            (answer, why)
-        })
+    let mut refused = Vec::new();
+    for ((producer_id, epoch), at) in openers {
+        let partitions: Vec<(String, u32)> = at
+            .iter()
+            .filter_map(|i| match &staged[*i] {
+                (topic, _, Ok(s)) => Some((topic.clone(), s.partition)),
+                _ => None,
+            })
+            .collect();
+        let Err(e) = ctx
+            .enrol_in_txn(id, producer_id, epoch, &partitions, &[])
+            .await
+        else {
+            continue;
+        };
+        let answer = match e {
+            ResponseError::CoordinatorNotAvailable
+            | ResponseError::CoordinatorLoadInProgress
+            | ResponseError::NotCoordinator
+            | ResponseError::ConcurrentTransactions => ResponseError::NotEnoughReplicas,
+            ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
+                ResponseError::InvalidProducerEpoch
+            }
+            ResponseError::InvalidProducerIdMapping
+            | ResponseError::TransactionalIdAuthorizationFailed => e,
+            _ => ResponseError::InvalidTxnState,
+        };
+        for (i, (topic, p)) in at.into_iter().zip(partitions) {
+            let why = format!("adding {topic}-{p} to transaction {id}: {e:?}");
+            refused.push((i, answer, why));
+        }
+    }
+    refused
 }
 
 /// Why `payload` is refused for what its batches claim to be, if it is: a client never
@@ -212,7 +251,9 @@ struct Appended {
     pending: Vec<(String, i32, Pending)>,
 }
 
-/// Appends every partition's batches.
+/// Appends every partition's batches: each is checked first, then (transactions V2)
+/// the partitions a transaction opens on are enrolled, then all are appended in
+/// request order.
 async fn append(
     ctx: &ShardContext,
     access: &Access,
@@ -223,33 +264,48 @@ async fn append(
     let how = AppendAs {
         acks: req.acks,
         transactional: req.transactional_id.is_some(),
-        enrols: req
-            .transactional_id
-            .as_ref()
-            .filter(|_| version >= 12)
-            .map(|id| id.0.as_str()),
     };
     // A transactional produce needs WRITE on its transactional id.
     let txn_writable = req
         .transactional_id
         .as_ref()
         .is_none_or(|id| access.transactional_id(Operation::Write, id.0.as_str()));
-    let mut pending = Vec::new();
+    let mut staged = Vec::new();
     for topic in &req.topic_data {
         let name = topic.name.0.as_str();
         let writable = access.topic(Operation::Write, name);
         for partition in &topic.partition_data {
-            let p = if !acks_valid {
-                Pending::Failed(ResponseError::InvalidRequiredAcks, None)
+            let s = if !acks_valid {
+                Err(Pending::Failed(ResponseError::InvalidRequiredAcks, None))
             } else if !writable {
-                Pending::Failed(ResponseError::TopicAuthorizationFailed, None)
+                Err(Pending::Failed(
+                    ResponseError::TopicAuthorizationFailed,
+                    None,
+                ))
             } else if !txn_writable {
-                Pending::Failed(ResponseError::TransactionalIdAuthorizationFailed, None)
+                Err(Pending::Failed(
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    None,
+                ))
             } else {
-                append_one(ctx, how, name, partition.index, partition.records.as_ref()).await
+                stage_one(ctx, how, name, partition.index, partition.records.as_ref()).await
             };
-            pending.push((name.to_string(), partition.index, p));
+            staged.push((name.to_string(), partition.index, s));
         }
+    }
+    // Produce v12+ speaks transactions V2: this leader enrols the partitions itself.
+    if let Some(id) = req.transactional_id.as_ref().filter(|_| version >= 12) {
+        for (i, e, why) in enrol(ctx, id.0.as_str(), &staged).await {
+            staged[i].2 = Err(Pending::Failed(e, Some(why)));
+        }
+    }
+    let mut pending = Vec::with_capacity(staged.len());
+    for (topic, index, s) in staged {
+        let p = match s {
+            Ok(s) => append_staged(req.acks, s).await,
+            Err(failed) => failed,
+        };
+        pending.push((topic, index, p));
     }
     Appended {
         acks: req.acks,
