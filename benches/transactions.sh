@@ -13,6 +13,9 @@
 #   bash benches/transactions.sh                     # RUNS=2 DURATION=20s
 #   RUNS=1 DURATION=5s bash benches/transactions.sh  # a quick try
 #
+# loadgen speaks transactions V2 wherever the broker finalizes transaction.version 2 (as
+# Kafka's 4.x producer does); TXN_FLAGS=--transactions-v1 measures V1 instead.
+#
 # Writes target/bench-data/transactions/ and prints a Markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +25,7 @@ TXN_SIZE=${TXN_SIZE:-1000}
 TXN_MESSAGES=${TXN_MESSAGES:-1000000}
 # Producer clients, each with its own connections (and, transactional, its own id).
 PRODUCERS=${PRODUCERS:-4}
+read -r -a txn_flags <<< "${TXN_FLAGS:-}"
 PORT=${PORT:-29292}
 SYSTEMS=${SYSTEMS:-"weir-durable kafka-default"}
 source benches/broker.sh
@@ -74,7 +78,8 @@ for run in $(seq 1 "$RUNS"); do
             produce_p99_ms:.latency_ms.produce.p99}' <<< "$s")"
       else
         s=$(lg produce "$system-txn-r$run" --topic txn --partitions 8 --transactional \
-          --transaction-size "$TXN_SIZE" --producers "$PRODUCERS" --duration "$DURATION")
+          --transaction-size "$TXN_SIZE" --producers "$PRODUCERS" --duration "$DURATION" \
+          "${txn_flags[@]}")
         row "$(jq -c --argjson run "$run" --arg system "$system" \
           '{run:$run, system:$system, workload:"txn", msgs_per_s:.produce.messages_per_second,
             produce_p50_ms:.latency_ms.produce.p50, produce_p99_ms:.latency_ms.produce.p99,
@@ -83,7 +88,8 @@ for run in $(seq 1 "$RUNS"); do
       fi
     done
     lg produce "$system-fill-r$run" --topic aborts --partitions 8 --transactional \
-      --transaction-size "$TXN_SIZE" --abort-ratio 0.1 --messages "$TXN_MESSAGES" > /dev/null
+      --transaction-size "$TXN_SIZE" --abort-ratio 0.1 --messages "$TXN_MESSAGES" \
+      "${txn_flags[@]}" > /dev/null
     for isolation in committed uncommitted; do
       # Every record the isolation level delivers: 90% of them at READ_COMMITTED.
       flag=(--messages "$TXN_MESSAGES")

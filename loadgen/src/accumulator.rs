@@ -63,6 +63,8 @@ pub enum Identity {
         size: u64,
         /// Fraction of transactions aborted.
         abort_ratio: f64,
+        /// Speak transactions V1 even where the broker offers V2.
+        v1_only: bool,
     },
 }
 
@@ -148,6 +150,14 @@ impl<'a> Accumulator<'a> {
             next_sequence: vec![0; stream.partitions.len()],
             cap: None,
         }
+    }
+
+    /// Transactions V2: the next transaction's batches carry `producer` (a new epoch,
+    /// or a new producer id), each partition's sequence starting again at 0. Called
+    /// between transactions, when no batch is waiting.
+    pub(crate) fn restart_sequences(&mut self, producer: (i64, i16)) {
+        self.producer = Some(producer);
+        self.next_sequence.fill(0);
     }
 
     /// True when the open transaction has all its messages.

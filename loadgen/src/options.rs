@@ -88,6 +88,12 @@ pub struct Workload {
     /// --transactional).
     #[arg(long, default_value_t = 0.0)]
     pub abort_ratio: f64,
+    /// Transactions speak V1 (an AddPartitionsToTxn opens each, one producer epoch for
+    /// all) even where the broker finalizes `transaction.version` 2, as clients before
+    /// Kafka 4.0 and librdkafka do; without it, V2 wherever the broker offers it, as
+    /// Kafka's 4.x producer does (with --transactional).
+    #[arg(long)]
+    pub transactions_v1: bool,
     /// Consumers read only committed records (isolation level READ_COMMITTED), dropping
     /// aborted transactions' records as Kafka's consumer does.
     #[arg(long)]

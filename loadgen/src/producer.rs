@@ -76,7 +76,11 @@ async fn produce(
             .map_err(|e| format!("producer {}: {e}", stream.id))?;
     let named = |e: String| format!("producer {}: {e}", stream.id);
     let mut txns = match config.identity {
-        Identity::Transactional { size, abort_ratio } => Some(
+        Identity::Transactional {
+            size,
+            abort_ratio,
+            v1_only,
+        } => Some(
             Transactions::start(
                 &config.dialer,
                 (&mut writer, &mut reader),
@@ -90,6 +94,7 @@ async fn produce(
                 stream.partitions.clone(),
                 size,
                 abort_ratio,
+                v1_only,
             )
             .await
             .map_err(named)?,
@@ -105,6 +110,10 @@ async fn produce(
         ),
         _ => None,
     };
+    let produce_version = match &txns {
+        Some(t) if t.v2 => txn::PRODUCE_V2_VERSION,
+        _ => PRODUCE_VERSION,
+    };
     let slots = Rc::new(Semaphore::new(config.max_in_flight));
     let failures = Rc::new(Cell::new(0u64));
     let requests = Requests {
@@ -118,7 +127,7 @@ async fn produce(
             reader,
             in_flight_rx,
             requests,
-            stream.id,
+            (stream.id, produce_version),
             control.clone(),
             stats.clone(),
             config.message_bytes as u64,
@@ -137,9 +146,11 @@ async fn produce(
             if control.stopping(now) || batches.quota_reached() {
                 break;
             }
-            let asked = now_ns();
-            t.begin().await.map_err(named)?;
-            stats.borrow_mut().record(Metric::Begin, now_ns() - asked);
+            if !t.v2 {
+                let asked = now_ns();
+                t.begin().await.map_err(named)?;
+                stats.borrow_mut().record(Metric::Begin, now_ns() - asked);
+            }
             batches.cap = Some(batches.generated + t.size);
             failures_at_begin = failures.get();
         }
@@ -156,8 +167,11 @@ async fn produce(
                 slots.signal(all);
                 let commit = t.next_commits() && failures.get() == failures_at_begin;
                 let asked = now_ns();
-                t.end(commit).await.map_err(named)?;
+                let next = t.end(commit).await.map_err(named)?;
                 stats.borrow_mut().record(Metric::Commit, now_ns() - asked);
+                if let Some(producer) = next {
+                    batches.restart_sequences(producer);
+                }
                 batches.cap = None;
                 continue;
             }
@@ -184,7 +198,7 @@ async fn produce(
         let flushing = control.stopping(now) || batches.quota_reached() || batches.capped();
         let (request, sent) = batches.take_request(now, flushing);
         let correlation_id = writer
-            .send(&request, PRODUCE_VERSION)
+            .send(&request, produce_version)
             .await
             .map_err(|e| format!("producer {}: {e}", stream.id))?;
         if acknowledged {
@@ -233,7 +247,7 @@ async fn read_responses(
     mut reader: ResponseReader,
     in_flight: local_channel::LocalReceiver<InFlight>,
     requests: Requests,
-    stream_id: u64,
+    (stream_id, produce_version): (u64, i16),
     control: Arc<Control>,
     stats: Rc<RefCell<CoreStats>>,
     message_bytes: u64,
@@ -241,7 +255,7 @@ async fn read_responses(
     let Requests { slots, failures } = requests;
     while let Some(request) = in_flight.recv().await {
         let response = match reader
-            .receive::<ProduceRequest>(request.correlation_id, PRODUCE_VERSION)
+            .receive::<ProduceRequest>(request.correlation_id, produce_version)
             .await
         {
             Ok(response) => response,

@@ -164,6 +164,7 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
             Identity::Transactional {
                 size: workload.transaction_size,
                 abort_ratio: workload.abort_ratio,
+                v1_only: workload.transactions_v1,
             }
         } else if workload.idempotent {
             Identity::Idempotent

@@ -1,15 +1,19 @@
 //! A producer stream's identity towards the broker: the producer id an idempotent or
 //! transactional stream numbers its batches under, and for a transactional one the
 //! connection to its transaction coordinator, over which it opens transactions
-//! (AddPartitionsToTxn) and ends them (EndTxn), as Kafka's producer does.
+//! (AddPartitionsToTxn) and ends them (EndTxn), as Kafka's producer does. Where the
+//! coordinator finalizes `transaction.version` 2 the stream speaks transactions V2
+//! (KIP-890 part 2), as Kafka's 4.x producer does: no AddPartitionsToTxn (the leaders
+//! enrol partitions on Produce v12), and each EndTxn answers the epoch, or the producer
+//! id, the next transaction's batches carry.
 
 use std::time::Duration;
 
 use kafka_protocol::{
     messages::{
-        add_partitions_to_txn_request::AddPartitionsToTxnTopic, AddPartitionsToTxnRequest,
-        EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest, ProducerId, TopicName,
-        TransactionalId,
+        add_partitions_to_txn_request::AddPartitionsToTxnTopic, AddPartitionsToTxnRequest, ApiKey,
+        ApiVersionsRequest, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest,
+        ProducerId, TopicName, TransactionalId,
     },
     protocol::StrBytes,
     ResponseError,
@@ -24,6 +28,10 @@ const INIT_PRODUCER_ID_VERSION: i16 = 4;
 const ADD_PARTITIONS_VERSION: i16 = 3;
 const END_TXN_VERSION: i16 = 3;
 const FIND_COORDINATOR_VERSION: i16 = 3;
+/// Transactions V2's EndTxn, which answers the next transaction's producer id and epoch.
+const END_TXN_V2_VERSION: i16 = 5;
+/// Transactions V2's Produce: the leader enrols the partitions of a transaction.
+pub const PRODUCE_V2_VERSION: i16 = 12;
 
 /// How often a call answered with a retriable error is tried before the run fails.
 const TRIES: u32 = 100;
@@ -87,11 +95,41 @@ pub struct Transactions {
     pub size: u64,
     abort_ratio: f64,
     ended: u64,
+    /// Transactions V2: partitions are enrolled by their leaders, and each transaction
+    /// has an epoch of its own.
+    pub v2: bool,
+}
+
+/// Whether the broker behind `writer` finalizes `transaction.version` 2 and serves
+/// the requests transactions V2 needs (EndTxn v5, Produce v12), which is when Kafka's
+/// producer speaks V2.
+async fn offers_v2(
+    writer: &mut RequestWriter,
+    reader: &mut ResponseReader,
+) -> Result<bool, String> {
+    let answer = call(writer, reader, &ApiVersionsRequest::default(), 3)
+        .await
+        .map_err(|e| format!("ApiVersions: {e}"))?;
+    let serves = |key: ApiKey, version: i16| {
+        answer
+            .api_keys
+            .iter()
+            .any(|k| k.api_key == key as i16 && k.max_version >= version)
+    };
+    let finalized = answer
+        .finalized_features
+        .iter()
+        .any(|f| f.name.as_str() == "transaction.version" && f.max_version_level >= 2);
+    Ok(finalized
+        && serves(ApiKey::EndTxn, END_TXN_V2_VERSION)
+        && serves(ApiKey::Produce, PRODUCE_V2_VERSION))
 }
 
 impl Transactions {
     /// Finds the coordinator of `id` through the stream's leader connection, connects to
-    /// it and takes the id's producer id and epoch.
+    /// it and takes the id's producer id and epoch; speaks V2 where the coordinator
+    /// offers it, unless `v1_only`.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start(
         dialer: &Dialer,
         leader: (&mut RequestWriter, &mut ResponseReader),
@@ -100,6 +138,7 @@ impl Transactions {
         partitions: Vec<i32>,
         size: u64,
         abort_ratio: f64,
+        v1_only: bool,
     ) -> Result<Transactions, String> {
         let mut find = FindCoordinatorRequest::default();
         find.key = StrBytes::from_string(id.clone());
@@ -120,9 +159,10 @@ impl Transactions {
             glommio::timer::sleep(RETRY_PAUSE).await;
         }
         let addr = addr.ok_or("no transaction coordinator")?;
-        let (writer, reader) = connect_with(dialer, &addr, "loadgen")
+        let (mut writer, mut reader) = connect_with(dialer, &addr, "loadgen")
             .await
             .map_err(|e| format!("transaction coordinator {addr}: {e}"))?;
+        let v2 = !v1_only && offers_v2(&mut writer, &mut reader).await?;
         let mut session = Transactions {
             writer,
             reader,
@@ -133,6 +173,7 @@ impl Transactions {
             size,
             abort_ratio,
             ended: 0,
+            v2,
         };
         let mut init = InitProducerIdRequest::default();
         init.transactional_id = Some(session.id.clone());
@@ -149,7 +190,8 @@ impl Transactions {
         Ok(session)
     }
 
-    /// Opens a transaction over the stream's partitions.
+    /// Opens a transaction over the stream's partitions (V1 only: in V2 the first
+    /// Produce to each partition opens it there).
     pub async fn begin(&mut self) -> Result<(), String> {
         let mut request = AddPartitionsToTxnRequest::default();
         request.v3_and_below_transactional_id = self.id.clone();
@@ -181,18 +223,31 @@ impl Transactions {
         commits(n, self.abort_ratio)
     }
 
-    /// Ends the open transaction, committing it when `commit`.
-    pub async fn end(&mut self, commit: bool) -> Result<(), String> {
+    /// Ends the open transaction, committing it when `commit`. In V2, returns the
+    /// producer id and epoch the next transaction's batches carry (their sequences
+    /// start again at 0).
+    pub async fn end(&mut self, commit: bool) -> Result<Option<(i64, i16)>, String> {
         let mut request = EndTxnRequest::default();
         request.transactional_id = self.id.clone();
         request.producer_id = ProducerId(self.producer.0);
         request.producer_epoch = self.producer.1;
         request.committed = commit;
-        self.retrying("EndTxn", async |w, r| {
-            let a = call(w, r, &request, END_TXN_VERSION).await?;
-            Ok((a.error_code, ()))
-        })
-        .await
+        let version = if self.v2 {
+            END_TXN_V2_VERSION
+        } else {
+            END_TXN_VERSION
+        };
+        let next = self
+            .retrying("EndTxn", async |w, r| {
+                let a = call(w, r, &request, version).await?;
+                Ok((a.error_code, (a.producer_id.0, a.producer_epoch)))
+            })
+            .await?;
+        if !self.v2 {
+            return Ok(None);
+        }
+        self.producer = next;
+        Ok(Some(next))
     }
 
     /// Runs `exchange` on the coordinator connection until it answers without a
