@@ -3,17 +3,28 @@ package weir.compat;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.Future;
+import java.util.stream.Collectors;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.TransactionListing;
+import org.apache.kafka.clients.admin.TransactionState;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.streams.KafkaStreams;
 
 /**
@@ -40,8 +51,8 @@ public final class EosUnderFaults {
         int rounds = Integer.parseInt(args[1]);
         String input = Weir.topic("eos-faults-lines", 3);
         String output = Weir.topic("eos-faults-counts", 3);
-        KafkaStreams streams = TransactionCases.startExactlyOnce(Weir.unique("eos-faults"), input, output, state,
-                true);
+        String app = Weir.unique("eos-faults");
+        KafkaStreams streams = TransactionCases.startExactlyOnce(app, input, output, state, true);
         int status = 1;
         try {
             System.out.println("streams running");
@@ -72,9 +83,54 @@ public final class EosUnderFaults {
         } catch (Throwable e) {
             System.out.println("FAILED: " + e);
             e.printStackTrace(System.out);
+            diagnose(streams, app, input, output);
         } finally {
             streams.close(Duration.ofSeconds(20));
         }
         System.exit(status);
+    }
+
+    /**
+     * What a failed run needs to be told apart: the application's state; per partition
+     * of its topics the high watermark beside the last stable offset (an LSO held back
+     * is a transaction nobody ends); the group's committed offsets (input not consumed);
+     * and the transactions still open with their partitions.
+     */
+    private static void diagnose(KafkaStreams streams, String app, String input, String output) {
+        System.out.println("streams state: " + streams.state());
+        try (Admin admin = Weir.admin()) {
+            List<String> topics = new ArrayList<>(List.of(input, output));
+            admin.listTopics().names().get().stream().filter(t -> t.startsWith(app)).sorted().forEach(topics::add);
+            Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+            for (TopicDescription d : admin.describeTopics(topics).allTopicNames().get().values()) {
+                d.partitions().forEach(p -> latest.put(new TopicPartition(d.name(), p.partition()), OffsetSpec.latest()));
+            }
+            var hw = admin.listOffsets(latest).all().get();
+            var lso = admin.listOffsets(latest, new ListOffsetsOptions(IsolationLevel.READ_COMMITTED)).all().get();
+            var committed = admin.listConsumerGroupOffsets(app).partitionsToOffsetAndMetadata().get();
+            latest.keySet().stream().sorted(Comparator.comparing(TopicPartition::toString)).forEach(tp -> {
+                OffsetAndMetadata c = committed.get(tp);
+                System.out.println(tp + ": hw " + hw.get(tp).offset() + ", lso " + lso.get(tp).offset()
+                        + (c == null ? "" : ", committed " + c.offset()));
+            });
+            var open = admin.listTransactions().all().get().stream()
+                    .filter(t -> t.state() != TransactionState.COMPLETE_COMMIT
+                            && t.state() != TransactionState.COMPLETE_ABORT && t.state() != TransactionState.EMPTY)
+                    .map(TransactionListing::transactionalId)
+                    .collect(Collectors.toList());
+            if (!open.isEmpty()) {
+                admin.describeTransactions(open).all().get().forEach((id, t) -> System.out.println(
+                        "open transaction " + id + ": " + t.state() + ", producer " + t.producerId() + "/"
+                                + t.producerEpoch() + ", partitions " + t.topicPartitions()));
+            }
+            for (TopicPartition tp : latest.keySet()) {
+                if (hw.get(tp).offset() != lso.get(tp).offset()) {
+                    admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers()
+                            .forEach(p -> System.out.println("producer on " + tp + ": " + p));
+                }
+            }
+        } catch (Exception e) {
+            System.out.println("diagnosis failed: " + e);
+        }
     }
 }
