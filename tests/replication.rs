@@ -430,10 +430,10 @@ fn committed_offsets_survive_the_loss_of_the_coordinators_host() {
         run_weir(&args)
     };
     let (ok, out) = group_offsets(&b1, Some("7"));
-    assert!(ok, "{out}");
+    assert!(ok, "{out}\n{}", hosts_log(&mut cluster));
     let (ok, out) = group_offsets(&b1, None);
+    assert!(ok, "{out}\n{}", hosts_log(&mut cluster));
     let node = coordinator_node(&out);
-    assert!(ok, "{out}");
     // The coordinator's host is lost for good: its journal partition leads elsewhere,
     // where the commits were applied too, and the group is coordinated there.
     let victim = (node / 1024) as u32;
@@ -451,16 +451,16 @@ fn committed_offsets_survive_the_loss_of_the_coordinators_host() {
             break;
         }
         if Instant::now() > deadline {
-            let logs: String = (1..=3)
-                .map(|h| format!("--- host {h}\n{}", cluster.host(h).log()))
-                .collect();
-            panic!("offsets lost with host {victim}: {out}\n{logs}");
+            panic!(
+                "offsets lost with host {victim}: {out}\n{}",
+                hosts_log(&mut cluster)
+            );
         }
         std::thread::sleep(Duration::from_millis(300));
     }
     // The new coordinator takes commits, and they survive its own host's return.
     let (ok, out) = group_offsets(&other, Some("9"));
-    assert!(ok, "{out}");
+    assert!(ok, "{out}\n{}", hosts_log(&mut cluster));
     cluster.host(victim).spawn();
     cluster.host(victim).wait_serving();
     let (ok, out) = group_offsets(&other, None);
