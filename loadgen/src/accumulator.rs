@@ -56,16 +56,20 @@ pub enum Identity {
     Plain,
     /// A producer id; every batch numbered, so a retry is stored once.
     Idempotent,
-    /// A transactional id of its own: numbered batches in transactions of `size`
-    /// messages, `abort_ratio` of them aborted.
-    Transactional {
-        /// Messages per transaction.
-        size: u64,
-        /// Fraction of transactions aborted.
-        abort_ratio: f64,
-        /// Speak transactions V1 even where the broker offers V2.
-        v1_only: bool,
-    },
+    /// A transactional id of its own: numbered batches in transactions as `TxnPlan`
+    /// says.
+    Transactional(TxnPlan),
+}
+
+/// How a transactional stream runs its transactions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TxnPlan {
+    /// Messages per transaction.
+    pub size: u64,
+    /// Fraction of transactions aborted.
+    pub abort_ratio: f64,
+    /// Speak transactions V1 even where the broker offers V2.
+    pub v1_only: bool,
 }
 
 /// One stream's assignment.

@@ -21,7 +21,7 @@ use kafka_protocol::{error::ParseResponseErrorCode, messages::ProduceRequest};
 
 use weir_client::connection::{self, ResponseReader};
 
-pub use crate::accumulator::{Identity, ProduceStream, ProducerConfig};
+pub use crate::accumulator::{Identity, ProduceStream, ProducerConfig, TxnPlan};
 use crate::{
     accumulator::Accumulator,
     clock::{instant_at, now_ns},
@@ -42,6 +42,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 struct Requests {
     slots: Rc<Semaphore>,
     failures: Rc<Cell<u64>>,
+    /// The Produce version the requests are sent at (V2 transactions need 12).
+    version: i16,
 }
 
 /// A request on the wire, waiting for its response.
@@ -76,11 +78,7 @@ async fn produce(
             .map_err(|e| format!("producer {}: {e}", stream.id))?;
     let named = |e: String| format!("producer {}: {e}", stream.id);
     let mut txns = match config.identity {
-        Identity::Transactional {
-            size,
-            abort_ratio,
-            v1_only,
-        } => Some(
+        Identity::Transactional(plan) => Some(
             Transactions::start(
                 &config.dialer,
                 (&mut writer, &mut reader),
@@ -92,9 +90,7 @@ async fn produce(
                 ),
                 config.topic.clone(),
                 stream.partitions.clone(),
-                size,
-                abort_ratio,
-                v1_only,
+                plan,
             )
             .await
             .map_err(named)?,
@@ -110,7 +106,7 @@ async fn produce(
         ),
         _ => None,
     };
-    let produce_version = match &txns {
+    let version = match &txns {
         Some(t) if t.v2 => txn::PRODUCE_V2_VERSION,
         _ => PRODUCE_VERSION,
     };
@@ -119,6 +115,7 @@ async fn produce(
     let requests = Requests {
         slots: slots.clone(),
         failures: failures.clone(),
+        version,
     };
     let (in_flight_tx, in_flight_rx) = local_channel::new_unbounded::<InFlight>();
     let acknowledged = config.acks != Acks::None;
@@ -127,7 +124,7 @@ async fn produce(
             reader,
             in_flight_rx,
             requests,
-            (stream.id, produce_version),
+            stream.id,
             control.clone(),
             stats.clone(),
             config.message_bytes as u64,
@@ -198,7 +195,7 @@ async fn produce(
         let flushing = control.stopping(now) || batches.quota_reached() || batches.capped();
         let (request, sent) = batches.take_request(now, flushing);
         let correlation_id = writer
-            .send(&request, produce_version)
+            .send(&request, version)
             .await
             .map_err(|e| format!("producer {}: {e}", stream.id))?;
         if acknowledged {
@@ -247,15 +244,19 @@ async fn read_responses(
     mut reader: ResponseReader,
     in_flight: local_channel::LocalReceiver<InFlight>,
     requests: Requests,
-    (stream_id, produce_version): (u64, i16),
+    stream_id: u64,
     control: Arc<Control>,
     stats: Rc<RefCell<CoreStats>>,
     message_bytes: u64,
 ) {
-    let Requests { slots, failures } = requests;
+    let Requests {
+        slots,
+        failures,
+        version,
+    } = requests;
     while let Some(request) = in_flight.recv().await {
         let response = match reader
-            .receive::<ProduceRequest>(request.correlation_id, produce_version)
+            .receive::<ProduceRequest>(request.correlation_id, version)
             .await
         {
             Ok(response) => response,

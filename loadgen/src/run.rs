@@ -27,7 +27,7 @@ use crate::{
     group::{self, Membership, Positions, SessionStats},
     options::{StartAt, Workload},
     plan,
-    producer::{self, Identity, ProduceStream, ProducerConfig},
+    producer::{self, Identity, ProduceStream, ProducerConfig, TxnPlan},
     report::{self, CoreReport},
     results::{percentile_distribution, GroupSummary, LatencySummary, Summary, Throughput},
     stats::{CoreStats, IntervalReport, Metric},
@@ -161,11 +161,11 @@ pub fn run(mode: Mode, workload: &Workload) -> anyhow::Result<Outcome> {
         buffer_bytes: workload.buffer_bytes,
         dialer: dialer.clone(),
         identity: if workload.transactional {
-            Identity::Transactional {
+            Identity::Transactional(TxnPlan {
                 size: workload.transaction_size,
                 abort_ratio: workload.abort_ratio,
                 v1_only: workload.transactions_v1,
-            }
+            })
         } else if workload.idempotent {
             Identity::Idempotent
         } else {

@@ -23,6 +23,8 @@ use weir_client::{
     dialer::Dialer,
 };
 
+use crate::accumulator::TxnPlan;
+
 /// The versions spoken: those of Kafka's transactions V1, which every broker serves.
 const INIT_PRODUCER_ID_VERSION: i16 = 4;
 const ADD_PARTITIONS_VERSION: i16 = 3;
@@ -128,17 +130,14 @@ async fn offers_v2(
 impl Transactions {
     /// Finds the coordinator of `id` through the stream's leader connection, connects to
     /// it and takes the id's producer id and epoch; speaks V2 where the coordinator
-    /// offers it, unless `v1_only`.
-    #[allow(clippy::too_many_arguments)]
+    /// offers it, unless the plan says V1.
     pub async fn start(
         dialer: &Dialer,
         leader: (&mut RequestWriter, &mut ResponseReader),
         id: String,
         topic: TopicName,
         partitions: Vec<i32>,
-        size: u64,
-        abort_ratio: f64,
-        v1_only: bool,
+        plan: TxnPlan,
     ) -> Result<Transactions, String> {
         let mut find = FindCoordinatorRequest::default();
         find.key = StrBytes::from_string(id.clone());
@@ -162,7 +161,7 @@ impl Transactions {
         let (mut writer, mut reader) = connect_with(dialer, &addr, "loadgen")
             .await
             .map_err(|e| format!("transaction coordinator {addr}: {e}"))?;
-        let v2 = !v1_only && offers_v2(&mut writer, &mut reader).await?;
+        let v2 = !plan.v1_only && offers_v2(&mut writer, &mut reader).await?;
         let mut session = Transactions {
             writer,
             reader,
@@ -170,8 +169,8 @@ impl Transactions {
             producer: (-1, -1),
             topic,
             partitions,
-            size,
-            abort_ratio,
+            size: plan.size,
+            abort_ratio: plan.abort_ratio,
             ended: 0,
             v2,
         };

@@ -160,8 +160,10 @@ async fn enrol(
     id: &str,
     staged: &[(String, i32, Result<Staged, Pending>)],
 ) -> Vec<(usize, ResponseError, String)> {
-    let mut openers: Vec<((i64, i16), Vec<usize>)> = Vec::new();
-    for (i, (_, _, s)) in staged.iter().enumerate() {
+    // Per producer and epoch: the staging indexes it opens on, and their partitions.
+    type Opened = (Vec<usize>, Vec<(String, u32)>);
+    let mut openers: Vec<((i64, i16), Opened)> = Vec::new();
+    for (i, (topic, _, s)) in staged.iter().enumerate() {
         let Ok(s) = s else { continue };
         let Some(batch) = s.payload.batches().next().filter(|b| b.is_transactional()) else {
             continue;
@@ -170,20 +172,19 @@ async fn enrol(
         if s.log.in_transaction(producer.0, producer.1) {
             continue;
         }
-        match openers.iter_mut().find(|(p, _)| *p == producer) {
-            Some((_, at)) => at.push(i),
-            None => openers.push((producer, vec![i])),
-        }
+        let k = match openers.iter().position(|(p, _)| *p == producer) {
+            Some(k) => k,
+            None => {
+                openers.push((producer, Opened::default()));
+                openers.len() - 1
+            }
+        };
+        let (at, partitions) = &mut openers[k].1;
+        at.push(i);
+        partitions.push((topic.clone(), s.partition));
     }
     let mut refused = Vec::new();
-    for ((producer_id, epoch), at) in openers {
-        let partitions: Vec<(String, u32)> = at
-            .iter()
-            .filter_map(|i| match &staged[*i] {
-                (topic, _, Ok(s)) => Some((topic.clone(), s.partition)),
-                _ => None,
-            })
-            .collect();
+    for ((producer_id, epoch), (at, partitions)) in openers {
         let Err(e) = ctx
             .enrol_in_txn(id, producer_id, epoch, &partitions, &[])
             .await
