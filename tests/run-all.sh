@@ -25,29 +25,39 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
 
-# Python Kafka clients for the interop tests, pinned, in a virtualenv under target/.
-if [ ! -x target/pyenv/bin/python ]; then
-  python3 -m venv target/pyenv
-fi
-target/pyenv/bin/pip install --quiet --disable-pip-version-check \
-  kafka-python==3.0.12 confluent-kafka==2.16.1 prometheus-client==0.21.1
+# The test clients are fetched and compiled in the background while cargo builds: on a
+# fresh machine their downloads (pip, Maven Central, the Go proxy) are network-bound and
+# the Rust build CPU-bound, so side by side they take the longer of the two, not the sum.
+# Its output goes to target/prepare-clients.log, printed if it fails.
+prepare_clients() {
+  set -euo pipefail
+  # Python Kafka clients for the interop tests, pinned, in a virtualenv under target/.
+  if [ ! -x target/pyenv/bin/python ]; then
+    python3 -m venv target/pyenv
+  fi
+  target/pyenv/bin/pip install --quiet --disable-pip-version-check \
+    kafka-python==3.0.12 confluent-kafka==2.16.1 prometheus-client==0.21.1
 
-# Kafka's JVM clients and tools at pinned versions (tests/jvm/pom.xml), compiled into
-# target/jvm with Maven's repository under target/m2: the first run downloads them, a
-# second one nothing.
-mvn -B -q -Dmaven.repo.local=target/m2 -f tests/jvm/pom.xml compile
-# The jars resolved are the committed list: a change of a pinned version shows here.
-tr ':' '\n' <target/jvm/classpath.txt | xargs -n1 basename | sort |
-  diff -u tests/jvm/dependencies.txt - ||
-  { echo "tests/jvm resolved other jars than tests/jvm/dependencies.txt lists" >&2; exit 1; }
-# Apache Kafka 4.4.0 itself, the benchmarks' reference peer (benches/peers), into the same
-# cache; tests/peer_kafka.rs starts it once so its harness cannot rot.
-bash benches/peers/kafka.sh classpath > /dev/null
+  # Kafka's JVM clients and tools at pinned versions (tests/jvm/pom.xml), compiled into
+  # target/jvm with Maven's repository under target/m2: the first run downloads them, a
+  # second one nothing.
+  mvn -B -q -Dmaven.repo.local=target/m2 -f tests/jvm/pom.xml compile
+  # The jars resolved are the committed list: a change of a pinned version shows here.
+  tr ':' '\n' <target/jvm/classpath.txt | xargs -n1 basename | sort |
+    diff -u tests/jvm/dependencies.txt - ||
+    { echo "tests/jvm resolved other jars than tests/jvm/dependencies.txt lists" >&2; exit 1; }
+  # Apache Kafka 4.4.0 itself, the benchmarks' reference peer (benches/peers), into the same
+  # cache; tests/peer_kafka.rs starts it once so its harness cannot rot.
+  bash benches/peers/kafka.sh classpath > /dev/null
 
-# The Go clients (franz-go, sarama) at the versions tests/go/go.sum pins, with the module
-# cache under target/, compiled once into target/go for tests/go_clients.rs.
-export GOMODCACHE="$PWD/target/gomod" GOCACHE="$PWD/target/gocache" GOFLAGS=-mod=readonly
-(cd tests/go && go vet ./... && go test -c -o ../../target/go/gocompat.test .)
+  # The Go clients (franz-go, sarama) at the versions tests/go/go.sum pins, with the module
+  # cache under target/, compiled once into target/go for tests/go_clients.rs.
+  export GOMODCACHE="$PWD/target/gomod" GOCACHE="$PWD/target/gocache" GOFLAGS=-mod=readonly
+  (cd tests/go && go vet ./... && go test -c -o ../../target/go/gocompat.test .)
+}
+mkdir -p target
+prepare_clients > target/prepare-clients.log 2>&1 &
+clients=$!
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
@@ -55,4 +65,10 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo test --benches
 # tests/loadgen.rs drives the loadgen binary.
 cargo build -p loadgen
+if ! wait "$clients"; then
+  cat target/prepare-clients.log >&2
+  echo "preparing the test clients failed (target/prepare-clients.log)" >&2
+  exit 1
+fi
+cat target/prepare-clients.log
 cargo test --workspace --lib --tests
