@@ -47,8 +47,8 @@ pub struct PartitionTxns {
     /// Producer id → first offset of its open transaction.
     open: HashMap<i64, Offset>,
     /// Ended transactions whose marker may not be below the high watermark yet, as
-    /// (first offset, marker offset), in marker order.
-    ending: VecDeque<(Offset, Offset)>,
+    /// (producer id, first offset, marker offset), in marker order.
+    ending: VecDeque<(i64, Offset, Offset)>,
     /// Aborted transactions in marker order.
     aborted: VecDeque<AbortedTxn>,
 }
@@ -67,7 +67,7 @@ impl PartitionTxns {
                 let Some(first) = self.open.remove(&producer_id) else {
                     return;
                 };
-                self.ending.push_back((first, last));
+                self.ending.push_back((producer_id, first, last));
                 if !commit {
                     self.aborted.push_back(AbortedTxn {
                         producer_id,
@@ -87,8 +87,8 @@ impl PartitionTxns {
         let ending = self
             .ending
             .iter()
-            .filter(|(_, marker)| *marker >= high_watermark)
-            .map(|(first, _)| *first)
+            .filter(|(_, _, marker)| *marker >= high_watermark)
+            .map(|(_, first, _)| *first)
             .min();
         [open, ending]
             .into_iter()
@@ -99,7 +99,8 @@ impl PartitionTxns {
     /// Forgets ended transactions whose marker is below `high_watermark` (they no longer
     /// hold the LSO back).
     pub fn settle(&mut self, high_watermark: Offset) {
-        self.ending.retain(|(_, marker)| *marker >= high_watermark);
+        self.ending
+            .retain(|(_, _, marker)| *marker >= high_watermark);
     }
 
     /// The aborted transactions with records in `from..to`: Kafka's list for a
@@ -124,24 +125,20 @@ impl PartitionTxns {
         self.aborted.retain(|a| a.last_offset >= log_start);
     }
 
-    /// Forgets everything at or past `end` (the log was cut there): an aborted
-    /// transaction whose marker went is open again, an open one that began there goes.
+    /// Forgets everything at or past `end` (the log was cut there): a transaction whose
+    /// marker went, committed or aborted, is open again (its outcome is the marker the
+    /// new leader writes), an open one that began there goes. A cut never reaches below
+    /// the high watermark, so every ended transaction a cut can reopen is still
+    /// `ending`.
     pub fn cut_at(&mut self, end: Offset) {
         self.open.retain(|_, first| *first < end);
-        let reopened: Vec<AbortedTxn> = self
-            .aborted
-            .iter()
-            .filter(|a| a.last_offset >= end && a.first_offset < end)
-            .copied()
-            .collect();
         self.aborted.retain(|a| a.last_offset < end);
-        for a in reopened {
-            self.open.insert(a.producer_id, a.first_offset);
-        }
-        let ending: Vec<(Offset, Offset)> = self.ending.drain(..).collect();
-        for (first, marker) in ending {
+        let ending: Vec<(i64, Offset, Offset)> = self.ending.drain(..).collect();
+        for (producer_id, first, marker) in ending {
             if marker < end {
-                self.ending.push_back((first, marker));
+                self.ending.push_back((producer_id, first, marker));
+            } else if first < end {
+                self.open.insert(producer_id, first);
             }
         }
     }
@@ -220,6 +217,17 @@ mod tests {
         assert_eq!(t.last_stable(Offset(5)), Offset(0));
     }
 
+    #[test]
+    fn a_cut_reopens_a_committed_transaction_whose_marker_went() {
+        let mut t = PartitionTxns::default();
+        t.record(1, TxnBatch::Data, Offset(0), Offset(4));
+        t.record(1, TxnBatch::Marker { commit: true }, Offset(5), Offset(5));
+        t.settle(Offset(5));
+        t.cut_at(Offset(5));
+        assert!(t.is_open(1), "its records must not read as committed");
+        assert_eq!(t.last_stable(Offset(5)), Offset(0));
+    }
+
     /// One step of a partition's history: a producer's data batch or marker.
     #[derive(Debug, Clone)]
     enum Step {
@@ -240,9 +248,10 @@ mod tests {
     proptest! {
         /// Against a model that tags every offset with its producer and fate: the LSO is
         /// the first offset of a record whose transaction is not decided below the high
-        /// watermark, and the aborted list names exactly the aborted records.
+        /// watermark, and the aborted list names exactly the aborted records, also after
+        /// the log's tail is cut.
         #[test]
-        fn the_lso_and_aborted_list_match_a_per_offset_model(history in steps(), hw_back in 0u64..10) {
+        fn the_lso_and_aborted_list_match_a_per_offset_model(history in steps(), cut_back in 0u64..6, hw_back in 0u64..10) {
             let mut t = PartitionTxns::default();
             // Per offset: (producer, Some(marker offset, commit) once decided).
             let mut offsets: Vec<(i64, bool)> = Vec::new();
@@ -269,7 +278,17 @@ mod tests {
                     }
                 }
             }
-            let end = offsets.len() as u64;
+            // A follower's divergent tail cut: what was past it never happened, and a
+            // transaction whose marker went is undecided again.
+            let end = (offsets.len() as u64).saturating_sub(cut_back);
+            t.cut_at(Offset(end));
+            offsets.truncate(end as usize);
+            fate.truncate(end as usize);
+            for f in fate.iter_mut() {
+                if f.is_some_and(|(m, _)| m >= end) {
+                    *f = None;
+                }
+            }
             let hw = end.saturating_sub(hw_back);
             let expected_lso = (0..hw)
                 .find(|&i| fate[i as usize].is_none_or(|(m, _)| m >= hw))
