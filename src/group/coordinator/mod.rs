@@ -115,22 +115,34 @@ impl Coordinator {
         }
         // A group new to this coordinator (after a restart, or moved here with its
         // journal partition) continues from the generations its offsets were committed
-        // in: a lower one would be fenced out of its own offsets.
+        // in, and from those of offsets pending in a transaction (its marker may commit
+        // them later): a lower one would be fenced out of its own offsets, every commit
+        // of the group silently unchanged until its generation caught up.
         let floor = if self.groups.borrow().contains_key(&req.group) {
             0
         } else {
             let store = Arc::clone(&self.store);
             let group = req.group.clone();
-            glommio::executor()
-                .spawn_blocking(move || store.fetch_group(&group))
-                .await
-                .map_or(0, |offsets| {
-                    offsets
+            let stored = glommio::executor()
+                .spawn_blocking(move || {
+                    let committed = store
+                        .fetch_group(&group)?
                         .iter()
                         .map(|(_, _, c)| c.generation)
                         .max()
-                        .unwrap_or(0)
+                        .unwrap_or(0);
+                    Ok::<_, crate::group::offset_store::OffsetStoreError>(
+                        committed.max(store.pending_generation(&group)?),
+                    )
                 })
+                .await;
+            match stored {
+                Ok(floor) => floor,
+                Err(e) => {
+                    tracing::error!(group = %req.group, error = %e, "group's offsets unreadable");
+                    return fail(ResponseError::CoordinatorNotAvailable, req.member_id);
+                }
+            }
         };
         let rx = {
             let mut groups = self.groups.borrow_mut();

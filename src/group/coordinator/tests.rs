@@ -308,6 +308,48 @@ fn a_new_coordinator_continues_the_generations_of_the_groups_offsets() {
 }
 
 #[test]
+fn a_new_coordinator_continues_after_the_generation_of_offsets_pending_in_a_transaction() {
+    let dir = test_dir();
+    run(async move {
+        let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
+        let mut committed = offset(40);
+        committed[0].2.generation = 6;
+        let refs: Vec<(&str, u32, CommittedOffset)> = committed
+            .iter()
+            .map(|(t, p, c)| (t.as_str(), *p, c.clone()))
+            .collect();
+        store
+            .commit("g", Fence::Generation(6), &refs)
+            .expect("commit");
+        // Two rebalances later a member of generation 8 committed offset 50 inside a
+        // transaction; its coordinator died before the marker came.
+        let mut pending = offset(50);
+        pending[0].2.generation = 8;
+        store
+            .add_pending("g", 7, Fence::Generation(8), &pending)
+            .expect("pending");
+        let c = Coordinator::new(Arc::clone(&store));
+        let a = join_new(&c).await;
+        assert_eq!(
+            a.generation, 9,
+            "after the pending generation, not the committed one"
+        );
+        c.sync("g", 9, &a.member_id, None, Vec::new()).await;
+        // The transaction commits here, then the new generation's member commits on:
+        // its offsets must move, not stay fenced behind generation 8's.
+        c.end_pending("g", 7, true, None).await.expect("marker");
+        assert_eq!(
+            c.commit("g", 9, &a.member_id, None, offset(60), None).await,
+            vec![Ok(())]
+        );
+        assert_eq!(
+            store.fetch("g", "t", 0).expect("fetch").map(|c| c.offset),
+            Some(60)
+        );
+    });
+}
+
+#[test]
 fn a_group_that_moves_away_answers_its_waiting_members_not_coordinator() {
     let dir = test_dir();
     run(async move {

@@ -104,6 +104,31 @@ impl OffsetStore {
         Ok(out)
     }
 
+    /// The highest generation `group`'s pending offsets are fenced with (0 when none
+    /// is): a transaction's marker may commit them after the group moved to a new
+    /// coordinator, whose generations must not start below it. Blocking.
+    pub fn pending_generation(&self, group: &str) -> Result<i32> {
+        let prefix = group_prefix(group);
+        let txn = self.env.read_txn().map_err(|e| self.lmdb(e))?;
+        let mut highest = 0;
+        for entry in self
+            .pending
+            .prefix_iter(&txn, &prefix)
+            .map_err(|e| self.lmdb(e))?
+        {
+            let (k, v) = entry.map_err(|e| self.lmdb(e))?;
+            if k.len() != prefix.len() + 8 {
+                continue; // A longer group name sharing the prefix bytes.
+            }
+            let pending: PendingOffsets =
+                serde_json::from_slice(v).map_err(|e| self.corrupt(group, e))?;
+            if let Fence::Generation(g) = pending.fence {
+                highest = highest.max(g);
+            }
+        }
+        Ok(highest)
+    }
+
     /// The groups in which `producer_id` has pending offsets.
     pub fn pending_groups(&self, producer_id: i64) -> Result<Vec<String>> {
         let txn = self.env.read_txn().map_err(|e| self.lmdb(e))?;
@@ -173,6 +198,12 @@ mod tests {
             .add_pending("g", 8, f, &[("t".into(), 2, at(1))])
             .expect("add");
         assert_eq!(store.fetch("g", "t", 0).expect("fetch"), None);
+        store
+            .add_pending("g", 9, Fence::Generation(4), &[("t".into(), 3, at(2))])
+            .expect("add");
+        assert_eq!(store.pending_generation("g").expect("generation"), 4);
+        assert_eq!(store.pending_generation("h").expect("generation"), 0);
+        assert_eq!(store.end_pending("g", 9, false).expect("abort"), 1);
         let mut partitions = store.pending_partitions("g").expect("pending");
         partitions.sort();
         assert_eq!(
