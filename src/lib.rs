@@ -70,6 +70,7 @@ pub mod cluster;
 pub mod config;
 pub mod failure_probe;
 pub mod group;
+pub mod keyed_lock;
 pub mod metadata;
 pub mod metrics;
 pub mod net;

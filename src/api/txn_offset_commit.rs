@@ -95,6 +95,11 @@ impl Handler for TxnOffsetCommit {
                             req.group_instance_id.as_ref().map(|i| i.as_str()),
                         )
                     });
+                    // A marker for the producer between here and the write may have
+                    // ended the transaction: then nothing is written and the client
+                    // asks again (see Coordinator::producer_lock).
+                    let lock = ctx.coordinator.producer_lock(req.producer_id.0);
+                    let seen = lock.changes();
                     // Transactions V2 (v5+): the group joins the transaction here,
                     // without the client's AddOffsetsToTxn.
                     let enrolled = if version >= 5 {
@@ -104,7 +109,9 @@ impl Handler for TxnOffsetCommit {
                     } else {
                         Ok(())
                     };
+                    let _held = lock.acquire().await;
                     match enrolled {
+                        Ok(()) if lock.changes() != seen => Err(ResponseError::NotCoordinator),
                         Ok(()) => {
                             ctx.coordinator
                                 .commit_pending(

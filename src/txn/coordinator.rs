@@ -5,9 +5,8 @@
 //! this shard coordinates, and where their markers go, is the shard's business
 //! (`shard::txn_routing`).
 
-use std::{cell::RefCell, collections::HashMap, rc::Rc, sync::Arc};
+use std::sync::Arc;
 
-use crate::semaphore::{Permit, Semaphore};
 use kafka_protocol::ResponseError;
 
 use super::{peer::Peers, state::TxnMetadata};
@@ -16,6 +15,7 @@ use crate::group::{
     offset_store::OffsetStore,
     offset_syncer::OffsetSyncer,
 };
+use crate::keyed_lock::{KeyLock, KeyedLocks};
 use crate::storage::StorageError;
 
 /// Longest transactional id (LMDB's key limit).
@@ -26,22 +26,7 @@ pub struct TxnCoordinator {
     store: Arc<OffsetStore>,
     peers: Peers,
     syncer: OffsetSyncer,
-    locks: RefCell<HashMap<String, Rc<Semaphore>>>,
-}
-
-/// The lock of one transactional id, held while a request changes its state.
-pub struct IdLock {
-    semaphore: Rc<Semaphore>,
-}
-
-impl IdLock {
-    /// Waits for the id's other requests to finish.
-    pub async fn acquire(&self) -> Permit<'_> {
-        self.semaphore
-            .acquire_permit(1)
-            .await
-            .expect("the semaphore of an id is never closed")
-    }
+    locks: KeyedLocks<String>,
 }
 
 impl TxnCoordinator {
@@ -51,7 +36,7 @@ impl TxnCoordinator {
             peers,
             syncer: OffsetSyncer::new(Arc::clone(&store)),
             store,
-            locks: RefCell::new(HashMap::new()),
+            locks: KeyedLocks::default(),
         }
     }
 
@@ -60,16 +45,9 @@ impl TxnCoordinator {
         &self.peers
     }
 
-    /// The lock of `id`. Locks of ids nobody waits on are dropped as they are taken.
-    pub fn lock(&self, id: &str) -> IdLock {
-        let mut locks = self.locks.borrow_mut();
-        locks.retain(|_, s| Rc::strong_count(s) > 1);
-        let semaphore = locks
-            .entry(id.to_string())
-            .or_insert_with(|| Rc::new(Semaphore::new(1)));
-        IdLock {
-            semaphore: Rc::clone(semaphore),
-        }
+    /// The lock of `id`, held while a request changes its state.
+    pub fn lock(&self, id: &str) -> KeyLock {
+        self.locks.lock(&id.to_string())
     }
 
     /// `id`'s state, if it has one; INVALID_REQUEST for an empty or too long id.

@@ -25,6 +25,7 @@ use bytes::Bytes;
 use glommio::channels::local_channel;
 use kafka_protocol::ResponseError;
 
+use crate::keyed_lock::KeyedLocks;
 use crate::storage::{ProducePayload, StorageError};
 
 use super::{
@@ -43,6 +44,9 @@ pub struct Coordinator {
     store: Arc<OffsetStore>,
     syncer: OffsetSyncer,
     next_member: RefCell<u64>,
+    /// One lock per transactional producer: its offsets pending here change one
+    /// request at a time (see [`producer_lock`](Self::producer_lock)).
+    producers: KeyedLocks<i64>,
 }
 
 /// An offset to commit: topic, partition, and what to store.
@@ -57,6 +61,7 @@ impl Coordinator {
             syncer: OffsetSyncer::new(Arc::clone(&store)),
             store,
             next_member: RefCell::new(0),
+            producers: KeyedLocks::default(),
         })
     }
 

@@ -11,8 +11,20 @@ use crate::group::{
     journal::{Journal, JournalRecord},
     offset_store::Fence,
 };
+use crate::keyed_lock::KeyLock;
 
 impl Coordinator {
+    /// The lock of `producer_id`'s pending offsets on this shard. A marker holds it
+    /// while it ends them and announces the change; a TxnOffsetCommit takes the handle
+    /// before it learns its transaction is open (V2's enrolment at the transaction
+    /// coordinator, which it must not wait for holding the lock) and writes its
+    /// offsets holding it only if no marker came meanwhile: a marker that aborted the
+    /// transaction in between would otherwise leave them pending for the producer's
+    /// next transaction to commit.
+    pub fn producer_lock(&self, producer_id: i64) -> KeyLock {
+        self.producers.lock(&producer_id)
+    }
+
     /// TxnOffsetCommit: fences the committer as OffsetCommit does when it names its
     /// member and generation (v3+; before that any producer may commit, as in Kafka),
     /// and keeps the offsets pending in `producer_id`'s transaction, durably.

@@ -1,0 +1,130 @@
+//! Locks by key for one shard (`!Send`): requests that change what one key names (a
+//! transactional id's state, a producer's offsets pending in a group) run one at a
+//! time, while other keys go on. Each key also counts the changes its holders
+//! announce, so a request that must not hold the lock across a wait (a call to another
+//! host) can tell, once it holds it, whether the key changed since it began. A key's
+//! lock exists while someone has its handle; locks nobody has are dropped as others
+//! are taken.
+
+use std::{
+    cell::{Cell, RefCell},
+    collections::HashMap,
+    hash::Hash,
+    rc::Rc,
+};
+
+use crate::semaphore::{Permit, Semaphore};
+
+/// The locks of one kind of key.
+#[derive(Debug)]
+pub struct KeyedLocks<K> {
+    locks: RefCell<HashMap<K, Rc<Key>>>,
+}
+
+/// One key's lock and the changes announced under it.
+#[derive(Debug)]
+struct Key {
+    semaphore: Semaphore,
+    changes: Cell<u64>,
+}
+
+impl<K> Default for KeyedLocks<K> {
+    fn default() -> Self {
+        KeyedLocks {
+            locks: RefCell::new(HashMap::new()),
+        }
+    }
+}
+
+/// The handle of one key's lock; [`acquire`](Self::acquire) it to run alone. The
+/// key's change count lives as long as some handle does.
+pub struct KeyLock {
+    key: Rc<Key>,
+}
+
+impl<K: Hash + Eq + Clone> KeyedLocks<K> {
+    /// The lock of `key`.
+    pub fn lock(&self, key: &K) -> KeyLock {
+        let mut locks = self.locks.borrow_mut();
+        locks.retain(|_, s| Rc::strong_count(s) > 1);
+        let key = locks.entry(key.clone()).or_insert_with(|| {
+            Rc::new(Key {
+                semaphore: Semaphore::new(1),
+                changes: Cell::new(0),
+            })
+        });
+        KeyLock {
+            key: Rc::clone(key),
+        }
+    }
+}
+
+impl KeyLock {
+    /// Waits until the key's other holders are done; the key is held until the permit
+    /// is dropped.
+    pub async fn acquire(&self) -> Permit<'_> {
+        self.key
+            .semaphore
+            .acquire_permit(1)
+            .await
+            .expect("a key's semaphore is never closed")
+    }
+
+    /// How many changes were announced under the key while some handle of it lived.
+    pub fn changes(&self) -> u64 {
+        self.key.changes.get()
+    }
+
+    /// Announces a change of what the key names (call it holding the lock).
+    pub fn changed(&self) {
+        self.key.changes.set(self.key.changes.get() + 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{cell::Cell, time::Duration};
+
+    use super::*;
+    use crate::storage::test_support::run;
+
+    #[test]
+    fn one_key_runs_one_holder_at_a_time_other_keys_go_on_and_changes_are_counted() {
+        run(async {
+            let locks = Rc::new(KeyedLocks::<i64>::default());
+            let inside = Rc::new(Cell::new(0));
+            let mut tasks = Vec::new();
+            for _ in 0..3 {
+                let (locks, inside) = (Rc::clone(&locks), Rc::clone(&inside));
+                tasks.push(glommio::spawn_local(async move {
+                    let lock = locks.lock(&7);
+                    let _held = lock.acquire().await;
+                    inside.set(inside.get() + 1);
+                    assert_eq!(inside.get(), 1, "two holders of key 7 at once");
+                    glommio::timer::sleep(Duration::from_millis(5)).await;
+                    inside.set(inside.get() - 1);
+                }));
+            }
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+            let other = locks.lock(&8);
+            let started = std::time::Instant::now();
+            drop(other.acquire().await);
+            assert!(started.elapsed() < Duration::from_millis(5), "key 8 waited");
+            drop(other);
+            for t in tasks {
+                t.await;
+            }
+            let a = locks.lock(&9);
+            let seen = a.changes();
+            locks.lock(&9).changed();
+            assert_eq!(
+                a.changes(),
+                seen + 1,
+                "a change under key 9, seen by its other handle"
+            );
+            drop(a);
+            let _ = locks.lock(&10);
+            assert_eq!(locks.locks.borrow().len(), 1, "unused locks are dropped");
+        });
+    }
+}
