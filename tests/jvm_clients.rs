@@ -231,9 +231,15 @@ fn kafka_streams_exactly_once_v2_counts_exactly_while_each_host_is_killed() {
     let state = scratch_dir();
     let log = cluster.dir.path().join("eos-under-faults.log");
     let out = std::fs::File::create(&log).expect("create the app's log");
+    // WEIR_EOS_CYCLES=N kills every host N times (one a second's writing per kill
+    // cycle's 24 s) for a longer look; one cycle by default.
+    let cycles: u32 = std::env::var("WEIR_EOS_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
     let mut app = compat_main("EosUnderFaults", &target)
         .arg(state.path())
-        .arg("24")
+        .arg((24 * cycles).to_string())
         .stdout(out.try_clone().expect("log"))
         .stderr(out)
         .spawn()
@@ -251,7 +257,7 @@ fn kafka_streams_exactly_once_v2_counts_exactly_while_each_host_is_killed() {
     // While its lines are written (24 rounds, one a second), each host in turn is
     // killed -9 and started again two seconds later: partition leaders, group and
     // transaction coordinators and the controller all move under the application.
-    for victim in 1..=3 {
+    for victim in (0..cycles).flat_map(|_| 1..=3) {
         std::thread::sleep(Duration::from_secs(4));
         eprintln!("killing host {victim}");
         cluster.host(victim).kill();

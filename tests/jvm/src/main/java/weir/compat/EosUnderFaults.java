@@ -18,6 +18,9 @@ import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.clients.admin.TransactionState;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -25,6 +28,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.streams.KafkaStreams;
 
 /**
@@ -54,10 +58,10 @@ public final class EosUnderFaults {
         String app = Weir.unique("eos-faults");
         KafkaStreams streams = TransactionCases.startExactlyOnce(app, input, output, state, true);
         int status = 1;
+        Map<String, Long> expected = new HashMap<>();
         try {
             System.out.println("streams running");
             System.out.flush();
-            Map<String, Long> expected = new HashMap<>();
             Properties patient = new Properties();
             patient.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "120000");
             try (KafkaProducer<String, String> producer = Records.producer(patient)) {
@@ -84,6 +88,7 @@ public final class EosUnderFaults {
             System.out.println("FAILED: " + e);
             e.printStackTrace(System.out);
             diagnose(streams, app, input, output);
+            stages(app, input, output, expected);
         } finally {
             streams.close(Duration.ofSeconds(20));
         }
@@ -132,5 +137,61 @@ public final class EosUnderFaults {
         } catch (Exception e) {
             System.out.println("diagnosis failed: " + e);
         }
+    }
+
+    /**
+     * Which stage counted a word past its exact count: the input's lines (each key once;
+     * the repartition topic is purged as Streams commits, so it tells nothing after the
+     * fact), and for every word whose latest count passed the exact one, the counts the
+     * output and the changelog hold for it in offset order (a step of two, or a fall, is
+     * where it went wrong).
+     */
+    private static void stages(String app, String input, String output, Map<String, Long> expected) {
+        try {
+            Map<String, Long> lines = new HashMap<>();
+            readAll(input, "read_committed").forEach(r -> lines.merge(new String(r.key()), 1L, Long::sum));
+            System.out.println("input: " + lines.size() + " distinct lines, repeated: "
+                    + lines.entrySet().stream().filter(e -> e.getValue() > 1).map(Map.Entry::getKey)
+                            .collect(Collectors.toList()));
+            for (String topic : List.of(output, app + "-counts-changelog")) {
+                Map<String, List<String>> counts = new HashMap<>();
+                for (ConsumerRecord<byte[], byte[]> r : readAll(topic, "read_committed")) {
+                    long value = r.value() == null || r.value().length < 8 ? -1
+                            : java.nio.ByteBuffer.wrap(r.value(), 0, 8).getLong();
+                    counts.computeIfAbsent(new String(r.key()), k -> new ArrayList<>())
+                            .add(r.partition() + "@" + r.offset() + "=" + value);
+                }
+                counts.forEach((word, seen) -> {
+                    long last = Long.parseLong(seen.get(seen.size() - 1).replaceAll(".*=", ""));
+                    if (last > expected.getOrDefault(word, 0L)) {
+                        System.out.println(topic + " counts of " + word + ": " + seen);
+                    }
+                });
+            }
+        } catch (Exception e) {
+            System.out.println("stages unread: " + e);
+        }
+    }
+
+    /** Every record of {@code topic} a consumer at {@code isolation} reads, to its end. */
+    private static List<ConsumerRecord<byte[], byte[]>> readAll(String topic, String isolation) {
+        Properties p = Weir.props();
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            List<TopicPartition> tps = c.partitionsFor(topic).stream()
+                    .map(i -> new TopicPartition(topic, i.partition()))
+                    .collect(Collectors.toList());
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps);
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (tps.stream().anyMatch(tp -> c.position(tp) < end.get(tp)) && System.nanoTime() < deadline) {
+                c.poll(Duration.ofMillis(200)).forEach(out::add);
+            }
+        }
+        return out;
     }
 }
