@@ -85,6 +85,29 @@ impl OffsetStore {
     /// The partitions of `group` with offsets pending in some open transaction
     /// (OffsetFetch's RequireStable answers UNSTABLE_OFFSET_COMMIT for them).
     pub fn pending_partitions(&self, group: &str) -> Result<Vec<(String, u32)>> {
+        Ok(self
+            .pending_of(group)?
+            .into_iter()
+            .flat_map(|p| p.offsets.into_iter().map(|(t, p, _)| (t, p)))
+            .collect())
+    }
+
+    /// The highest generation `group`'s pending offsets are fenced with (0 when none
+    /// is): a transaction's marker may commit them after the group moved to a new
+    /// coordinator, whose generations must not start below it. Blocking.
+    pub fn pending_generation(&self, group: &str) -> Result<i32> {
+        Ok(self
+            .pending_of(group)?
+            .iter()
+            .filter_map(|p| match p.fence {
+                Fence::Generation(g) => Some(g),
+                Fence::Reset => None,
+            })
+            .fold(0, i32::max))
+    }
+
+    /// Every producer's pending offsets in `group`. Blocking.
+    fn pending_of(&self, group: &str) -> Result<Vec<PendingOffsets>> {
         let prefix = group_prefix(group);
         let txn = self.env.read_txn().map_err(|e| self.lmdb(e))?;
         let mut out = Vec::new();
@@ -97,36 +120,9 @@ impl OffsetStore {
             if k.len() != prefix.len() + 8 {
                 continue; // A longer group name sharing the prefix bytes.
             }
-            let pending: PendingOffsets =
-                serde_json::from_slice(v).map_err(|e| self.corrupt(group, e))?;
-            out.extend(pending.offsets.into_iter().map(|(t, p, _)| (t, p)));
+            out.push(serde_json::from_slice(v).map_err(|e| self.corrupt(group, e))?);
         }
         Ok(out)
-    }
-
-    /// The highest generation `group`'s pending offsets are fenced with (0 when none
-    /// is): a transaction's marker may commit them after the group moved to a new
-    /// coordinator, whose generations must not start below it. Blocking.
-    pub fn pending_generation(&self, group: &str) -> Result<i32> {
-        let prefix = group_prefix(group);
-        let txn = self.env.read_txn().map_err(|e| self.lmdb(e))?;
-        let mut highest = 0;
-        for entry in self
-            .pending
-            .prefix_iter(&txn, &prefix)
-            .map_err(|e| self.lmdb(e))?
-        {
-            let (k, v) = entry.map_err(|e| self.lmdb(e))?;
-            if k.len() != prefix.len() + 8 {
-                continue; // A longer group name sharing the prefix bytes.
-            }
-            let pending: PendingOffsets =
-                serde_json::from_slice(v).map_err(|e| self.corrupt(group, e))?;
-            if let Fence::Generation(g) = pending.fence {
-                highest = highest.max(g);
-            }
-        }
-        Ok(highest)
     }
 
     /// The groups in which `producer_id` has pending offsets.
