@@ -127,11 +127,17 @@ impl PartitionTxns {
 
     /// Forgets everything at or past `end` (the log was cut there): a transaction whose
     /// marker went, committed or aborted, is open again (its outcome is the marker the
-    /// new leader writes), an open one that began there goes. A cut never reaches below
-    /// the high watermark, so every ended transaction a cut can reopen is still
-    /// `ending`.
+    /// new leader writes), an open one that began there goes. An aborted one is found
+    /// in `aborted` even when its marker was already below the high watermark; a
+    /// committed one only while it is `ending` (a cut never reaches below the high
+    /// watermark a leader acknowledged).
     pub fn cut_at(&mut self, end: Offset) {
         self.open.retain(|_, first| *first < end);
+        for a in self.aborted.iter() {
+            if a.last_offset >= end && a.first_offset < end {
+                self.open.insert(a.producer_id, a.first_offset);
+            }
+        }
         self.aborted.retain(|a| a.last_offset < end);
         let ending: Vec<(i64, Offset, Offset)> = self.ending.drain(..).collect();
         for (producer_id, first, marker) in ending {

@@ -33,6 +33,19 @@ fn offset(o: i64) -> Vec<OffsetToCommit> {
     )]
 }
 
+/// Offset `o` of "t"-0, committed to `store` directly by a member of `generation`.
+fn commit_stored(store: &OffsetStore, o: i64, generation: i32) {
+    let mut committed = offset(o);
+    committed[0].2.generation = generation;
+    let refs: Vec<(&str, u32, CommittedOffset)> = committed
+        .iter()
+        .map(|(t, p, c)| (t.as_str(), *p, c.clone()))
+        .collect();
+    store
+        .commit("g", Fence::Generation(generation), &refs)
+        .expect("commit");
+}
+
 /// Joins a new member: MEMBER_ID_REQUIRED, then the real join.
 async fn join_new(c: &Rc<Coordinator>) -> JoinResult {
     let first = c.join(join_req("")).await;
@@ -280,15 +293,7 @@ fn a_new_coordinator_continues_the_generations_of_the_groups_offsets() {
     let dir = test_dir();
     run(async move {
         let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
-        let mut committed = offset(40);
-        committed[0].2.generation = 6;
-        let refs: Vec<(&str, u32, CommittedOffset)> = committed
-            .iter()
-            .map(|(t, p, c)| (t.as_str(), *p, c.clone()))
-            .collect();
-        store
-            .commit("g", Fence::Generation(6), &refs)
-            .expect("commit");
+        commit_stored(&store, 40, 6);
         // A coordinator that never saw the group (a restart, or the group's journal
         // partition moved here): its first generation comes after the stored one, so
         // its members' commits are not fenced out.
@@ -312,15 +317,7 @@ fn a_new_coordinator_continues_after_the_generation_of_offsets_pending_in_a_tran
     let dir = test_dir();
     run(async move {
         let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
-        let mut committed = offset(40);
-        committed[0].2.generation = 6;
-        let refs: Vec<(&str, u32, CommittedOffset)> = committed
-            .iter()
-            .map(|(t, p, c)| (t.as_str(), *p, c.clone()))
-            .collect();
-        store
-            .commit("g", Fence::Generation(6), &refs)
-            .expect("commit");
+        commit_stored(&store, 40, 6);
         // Two rebalances later a member of generation 8 committed offset 50 inside a
         // transaction; its coordinator died before the marker came.
         let mut pending = offset(50);
