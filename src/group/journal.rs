@@ -1,13 +1,16 @@
 //! The offsets journal of a cluster: Kafka's `__consumer_offsets`. Every OffsetCommit a
 //! coordinator accepts is appended, after its generation fencing, as one record to the
 //! internal partition its group maps to, and answered once committed there (on every
-//! in-sync replica); every replica of that partition applies the record to its host's
-//! LMDB with the same fencing rule. LMDB stays the fenced, queryable state; the
-//! replicated log is what survives a host, and a group's coordinator is the leader of
-//! its partition, so it moves with that leadership.
+//! in-sync replica), then applied to the coordinator's LMDB. LMDB stays the fenced,
+//! queryable state; the replicated log is what survives a host, and a group's
+//! coordinator is the leader of its partition, so it moves with that leadership: a
+//! replica that takes it up first replays its log into its host's LMDB with the same
+//! fencing rule ([`replay`]). Followers do not apply records as they arrive, since one
+//! they hold may not be committed and a divergent tail cut would take the record but
+//! not its effect.
 //!
-//! OffsetDelete and DeleteGroups are journaled the same way, so every replica forgets
-//! what the coordinator forgot; so are transactions: offsets pending in one
+//! OffsetDelete and DeleteGroups are journaled the same way, so a new coordinator
+//! forgets what the old one forgot; so are transactions: offsets pending in one
 //! (TxnOffsetCommit), their end, and the transaction coordinators' state changes, whose
 //! transactional ids map to journal partitions as group names do. Records are
 //! uncompressed, one per request: key = the group, value = JSON of [`JournalRecord`].

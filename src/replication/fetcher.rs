@@ -32,7 +32,7 @@ use super::{
     PartitionKey,
 };
 use crate::{
-    metadata::{cluster_state::OFFSETS_TOPIC, placement::NodeId},
+    metadata::placement::NodeId,
     shard::context::{PartitionError, ShardContext},
     storage::{
         partition_log::{Appended, Truncation, Wait},
@@ -74,9 +74,6 @@ pub enum ReplicaError {
     /// The leader refused the fetch.
     #[error("the leader answered {0:?}")]
     Refused(ResponseError),
-    /// Offsets journal records could not be applied.
-    #[error("offsets journal: {0}")]
-    Journal(String),
 }
 
 /// A partition asked for in one fetch.
@@ -89,8 +86,6 @@ struct Asked {
 /// Batches appended from one answer, waiting to be durable.
 struct Appending {
     appended: Appended,
-    /// Kept for the offsets journal, whose replicas apply what they hold.
-    journal: Option<ProducePayload>,
     answer: PartitionData,
 }
 
@@ -145,8 +140,6 @@ pub trait ReplicaLogs {
         p: u32,
         how: Truncation,
     ) -> Result<PartitionLog, PartitionError>;
-    /// Applies offsets journal commits this replica now holds durably.
-    async fn apply_journal(&self, payload: &ProducePayload) -> Result<(), ReplicaError>;
 }
 
 impl ReplicaLogs for ShardContext {
@@ -165,14 +158,6 @@ impl ReplicaLogs for ShardContext {
         how: Truncation,
     ) -> Result<PartitionLog, PartitionError> {
         self.cut_replica(topic, p, how).await
-    }
-
-    async fn apply_journal(&self, payload: &ProducePayload) -> Result<(), ReplicaError> {
-        // A journal replica applies the commits it now holds to its host's LMDB.
-        self.coordinator
-            .apply_journal(payload)
-            .await
-            .map_err(|e| ReplicaError::Journal(e.to_string()))
     }
 }
 
@@ -243,7 +228,7 @@ pub async fn replicate(
             }
         }
         for (i, x) in appending {
-            if let Err(e) = settle(logs, &asked[i], x).await {
+            if let Err(e) = settle(&asked[i], x).await {
                 sit_out(session, &asked[i].key, &e);
             }
         }
@@ -291,10 +276,8 @@ async fn take(
         Some(records) => {
             let payload = ProducePayload::validate_stored(records, usize::MAX)?;
             let appended = log.append_replica(&payload).await?;
-            let journal = (key.0 == OFFSETS_TOPIC).then_some(payload);
             Ok(Some(Appending {
                 appended,
-                journal,
                 answer: part,
             }))
         }
@@ -305,14 +288,15 @@ async fn take(
     }
 }
 
-/// Waits until an answer's batches are durable here, then applies what follows from
-/// them: offsets journal commits to the host's LMDB, the leader's high watermark and
-/// log start.
-async fn settle(logs: &impl ReplicaLogs, a: &Asked, x: Appending) -> Result<(), ReplicaError> {
+/// Waits until an answer's batches are durable here, then follows the leader's high
+/// watermark and log start.
+///
+/// An offsets journal replica does not apply what it holds to its host's LMDB: a record
+/// it holds may not be committed, and a divergent tail cut later would take the record
+/// but not its effect. The replay when this shard takes up the partition's leadership
+/// applies the log, which from then on is the partition's own.
+async fn settle(a: &Asked, x: Appending) -> Result<(), ReplicaError> {
     x.appended.durable.waiting_for(Wait::Local).await?;
-    if let Some(payload) = &x.journal {
-        logs.apply_journal(payload).await?;
-    }
     follow_leader(&a.log, &x.answer).await
 }
 

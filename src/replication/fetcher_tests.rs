@@ -121,10 +121,6 @@ impl ReplicaLogs for Follower {
             .map_err(|_| PartitionError::Storage)?;
         self.replica(topic, p).await
     }
-
-    async fn apply_journal(&self, _payload: &ProducePayload) -> Result<(), ReplicaError> {
-        Ok(())
-    }
 }
 
 /// Appends `batches` batches of 2 records each to `log` as leader of `epoch`.

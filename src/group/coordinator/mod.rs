@@ -26,10 +26,10 @@ use glommio::channels::local_channel;
 use kafka_protocol::ResponseError;
 
 use crate::keyed_lock::KeyedLocks;
-use crate::storage::{ProducePayload, StorageError};
+use crate::storage::StorageError;
 
 use super::{
-    journal::{self, Journal, JournalError, JournalPass, JournalRecord},
+    journal::{Journal, JournalError, JournalPass, JournalRecord},
     offset_store::{CommitOutcome, CommittedOffset, Fence, OffsetStore},
     offset_syncer::OffsetSyncer,
     state::{
@@ -468,11 +468,6 @@ impl Coordinator {
                 CommitOutcome::Applied | CommitOutcome::Unchanged => Ok(()),
             })
             .collect()
-    }
-
-    /// Applies commits a journal replica received from its leader.
-    pub async fn apply_journal(&self, payload: &ProducePayload) -> Result<(), JournalError> {
-        journal::apply(&self.store, journal::decode(payload)?).await
     }
 
     /// The store, for OffsetFetch.
