@@ -13,7 +13,7 @@ use std::{
     rc::Rc,
 };
 
-use crate::semaphore::{Permit, Semaphore};
+use crate::semaphore::{Permit, Semaphore, StaticPermit};
 
 /// The locks of one kind of key.
 #[derive(Debug)]
@@ -42,6 +42,13 @@ pub struct KeyLock {
     key: Rc<Key>,
 }
 
+/// A key held by [`KeyLock::acquire_owned`]; dropping it lets the next holder in.
+pub struct HeldKey {
+    _permit: StaticPermit,
+    // Keeps the key's lock (and its change count) alive while it is held.
+    _lock: KeyLock,
+}
+
 impl<K: Hash + Eq + Clone> KeyedLocks<K> {
     /// The lock of `key`.
     pub fn lock(&self, key: &K) -> KeyLock {
@@ -68,6 +75,22 @@ impl KeyLock {
             .acquire_permit(1)
             .await
             .expect("a key's semaphore is never closed")
+    }
+
+    /// Like [`acquire`](Self::acquire), but the key is held by a value that owns this
+    /// handle, so it may move into a task that outlives the caller: the key stays
+    /// held until that value is dropped.
+    pub async fn acquire_owned(self) -> HeldKey {
+        let permit = self
+            .key
+            .semaphore
+            .acquire_static_permit(1)
+            .await
+            .expect("a key's semaphore is never closed");
+        HeldKey {
+            _permit: permit,
+            _lock: self,
+        }
     }
 
     /// How many changes were announced under the key while some handle of it lived.
@@ -125,6 +148,29 @@ mod tests {
             drop(a);
             let _ = locks.lock(&10);
             assert_eq!(locks.locks.borrow().len(), 1, "unused locks are dropped");
+        });
+    }
+
+    #[test]
+    fn a_key_held_by_a_task_is_held_until_the_task_drops_it() {
+        run(async {
+            let locks = KeyedLocks::<i64>::default();
+            let held = locks.lock(&7).acquire_owned().await;
+            let done = Rc::new(Cell::new(false));
+            let finisher = glommio::spawn_local({
+                let done = Rc::clone(&done);
+                async move {
+                    glommio::timer::sleep(Duration::from_millis(20)).await;
+                    done.set(true);
+                    drop(held);
+                }
+            });
+            drop(locks.lock(&10).acquire().await);
+            assert_eq!(locks.locks.borrow().len(), 2, "the held key's lock is kept");
+            let next = locks.lock(&7);
+            drop(next.acquire().await);
+            assert!(done.get(), "key 7 was taken before its holder let go");
+            finisher.await;
         });
     }
 }

@@ -5,7 +5,10 @@
 //! background for those a request could not finish, those a takeover inherited in a
 //! Prepare state, and those open past their timeout.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::{
+    rc::Rc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
 
 use kafka_protocol::ResponseError;
 
@@ -177,14 +180,17 @@ impl ShardContext {
         enrol::add_remotely(self.txns.peers(), &addr, id, producer_id, epoch, &all).await
     }
 
-    /// EndTxn at `id`'s coordinator: the outcome is decided durably (a Prepare state),
-    /// then the markers are written and the transaction completes. When the markers
-    /// cannot all be written now the answer is still OK — the outcome is decided and
-    /// the background pass finishes it, as Kafka's coordinator answers once the
-    /// Prepare state is logged. Returns the producer id and epoch the producer's next
-    /// transaction uses (a new epoch in V2, and a new id once the epochs ran out).
+    /// EndTxn at `id`'s coordinator: the outcome is decided durably (a Prepare state)
+    /// and answered, as Kafka's coordinator answers once the Prepare state is logged;
+    /// a task then writes the markers and completes the transaction, holding the id's
+    /// lock until it is done, so the producer's next change of the id (enrolling its
+    /// next transaction, in V1 or V2) waits for the markers where Kafka's coordinator
+    /// would refuse it with CONCURRENT_TRANSACTIONS to be retried. Markers that cannot
+    /// all be written now are left to the background pass. Returns the producer id and
+    /// epoch the producer's next transaction uses (a new epoch in V2, and a new id once
+    /// the epochs ran out).
     pub async fn end_txn(
-        &self,
+        self: &Rc<Self>,
         id: &str,
         producer_id: i64,
         epoch: i16,
@@ -192,8 +198,7 @@ impl ShardContext {
         protocol: TxnProtocol,
     ) -> Result<(i64, i16), ResponseError> {
         let journal = self.coordinating(id).await?;
-        let lock = self.txns.lock(id);
-        let _held = lock.acquire().await;
+        let held = self.txns.lock(id).acquire_owned().await;
         let current = self.txns.get(id)?;
         match state::end(
             current.as_ref(),
@@ -217,7 +222,13 @@ impl ShardContext {
                 self.txns.persist(id, &prepared, journal.as_ref()).await?;
                 failure_probe::reached(Probe::TxnPrepared);
                 let next = state::next_producer(&prepared);
-                let _ = self.finish_txn(id, &prepared, journal.as_ref()).await;
+                let (ctx, id) = (Rc::clone(self), id.to_string());
+                glommio::spawn_local(async move {
+                    let _held = held;
+                    // A failure leaves the Prepare state for the background pass.
+                    let _ = ctx.finish_txn(&id, &prepared, journal.as_ref()).await;
+                })
+                .detach();
                 Ok(next)
             }
         }
