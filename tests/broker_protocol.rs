@@ -783,7 +783,15 @@ fn transactions_v2_end_each_transaction_at_a_new_epoch_and_a_delayed_end_ends_no
     assert_eq!(end(0, true).0, code(ResponseError::ProducerFenced));
     assert_eq!(last_stable(), 2, "the second transaction is still open");
     assert_eq!(end(1, false), (0, 2), "aborted; go on at epoch 2");
-    assert_eq!(last_stable(), 4);
+    // EndTxn answers once the decision is durable, as Kafka's does; the marker follows.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while last_stable() != 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the abort marker never came"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[test]
