@@ -1,31 +1,18 @@
 //! Locks by key for one shard (`!Send`): requests that change what one key names (a
 //! transactional id's state, a producer's offsets pending in a group) run one at a
-//! time, while other keys go on. Each key also counts the changes its holders
-//! announce, so a request that must not hold the lock across a wait (a call to another
-//! host) can tell, once it holds it, whether the key changed since it began. A key's
-//! lock exists while someone has its handle; locks nobody has are dropped as others
-//! are taken.
+//! time, while other keys go on. A key is held by a borrow of its handle
+//! ([`KeyLock::acquire`]) or by a value that may move into another task
+//! ([`KeyLock::acquire_owned`]). A key's lock exists while someone has its handle;
+//! locks nobody has are dropped as others are taken.
 
-use std::{
-    cell::{Cell, RefCell},
-    collections::HashMap,
-    hash::Hash,
-    rc::Rc,
-};
+use std::{cell::RefCell, collections::HashMap, hash::Hash, rc::Rc};
 
 use crate::semaphore::{Permit, Semaphore, StaticPermit};
 
 /// The locks of one kind of key.
 #[derive(Debug)]
 pub struct KeyedLocks<K> {
-    locks: RefCell<HashMap<K, Rc<Key>>>,
-}
-
-/// One key's lock and the changes announced under it.
-#[derive(Debug)]
-struct Key {
-    semaphore: Semaphore,
-    changes: Cell<u64>,
+    locks: RefCell<HashMap<K, Rc<Semaphore>>>,
 }
 
 impl<K> Default for KeyedLocks<K> {
@@ -36,16 +23,15 @@ impl<K> Default for KeyedLocks<K> {
     }
 }
 
-/// The handle of one key's lock; [`acquire`](Self::acquire) it to run alone. The
-/// key's change count lives as long as some handle does.
+/// The handle of one key's lock; [`acquire`](Self::acquire) it to run alone.
 pub struct KeyLock {
-    key: Rc<Key>,
+    key: Rc<Semaphore>,
 }
 
 /// A key held by [`KeyLock::acquire_owned`]; dropping it lets the next holder in.
 pub struct HeldKey {
     _permit: StaticPermit,
-    // Keeps the key's lock (and its change count) alive while it is held.
+    // Keeps the key's lock alive while it is held.
     _lock: KeyLock,
 }
 
@@ -54,12 +40,9 @@ impl<K: Hash + Eq + Clone> KeyedLocks<K> {
     pub fn lock(&self, key: &K) -> KeyLock {
         let mut locks = self.locks.borrow_mut();
         locks.retain(|_, s| Rc::strong_count(s) > 1);
-        let key = locks.entry(key.clone()).or_insert_with(|| {
-            Rc::new(Key {
-                semaphore: Semaphore::new(1),
-                changes: Cell::new(0),
-            })
-        });
+        let key = locks
+            .entry(key.clone())
+            .or_insert_with(|| Rc::new(Semaphore::new(1)));
         KeyLock {
             key: Rc::clone(key),
         }
@@ -71,7 +54,6 @@ impl KeyLock {
     /// is dropped.
     pub async fn acquire(&self) -> Permit<'_> {
         self.key
-            .semaphore
             .acquire_permit(1)
             .await
             .expect("a key's semaphore is never closed")
@@ -83,7 +65,6 @@ impl KeyLock {
     pub async fn acquire_owned(self) -> HeldKey {
         let permit = self
             .key
-            .semaphore
             .acquire_static_permit(1)
             .await
             .expect("a key's semaphore is never closed");
@@ -91,16 +72,6 @@ impl KeyLock {
             _permit: permit,
             _lock: self,
         }
-    }
-
-    /// How many changes were announced under the key while some handle of it lived.
-    pub fn changes(&self) -> u64 {
-        self.key.changes.get()
-    }
-
-    /// Announces a change of what the key names (call it holding the lock).
-    pub fn changed(&self) {
-        self.key.changes.set(self.key.changes.get() + 1);
     }
 }
 
@@ -112,7 +83,7 @@ mod tests {
     use crate::storage::test_support::run;
 
     #[test]
-    fn one_key_runs_one_holder_at_a_time_other_keys_go_on_and_changes_are_counted() {
+    fn one_key_runs_one_holder_at_a_time_and_other_keys_go_on() {
         run(async {
             let locks = Rc::new(KeyedLocks::<i64>::default());
             let inside = Rc::new(Cell::new(0));
@@ -137,15 +108,6 @@ mod tests {
             for t in tasks {
                 t.await;
             }
-            let a = locks.lock(&9);
-            let seen = a.changes();
-            locks.lock(&9).changed();
-            assert_eq!(
-                a.changes(),
-                seen + 1,
-                "a change under key 9, seen by its other handle"
-            );
-            drop(a);
             let _ = locks.lock(&10);
             assert_eq!(locks.locks.borrow().len(), 1, "unused locks are dropped");
         });

@@ -917,3 +917,94 @@ fn a_transactional_id_idle_past_its_expiration_is_forgotten_and_an_open_one_is_k
     // The forgotten id starts afresh, under a new producer id.
     assert_ne!(init("idle"), idle);
 }
+
+#[test]
+fn a_zombies_txn_offset_commit_after_its_transaction_was_fenced_is_refused_and_stores_nothing() {
+    use kafka_protocol::messages::{
+        offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics},
+        txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic},
+        AddOffsetsToTxnRequest, GroupId, OffsetFetchRequest, ProducerId, TransactionalId,
+        TxnOffsetCommitRequest,
+    };
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    let port = broker.port;
+    assert_eq!(create(port, "in", 1), 0);
+    let id = TransactionalId(StrBytes::from_static_str("zombie-id"));
+    // InitProducerId until it is answered (CONCURRENT_TRANSACTIONS while a fenced
+    // transaction is being aborted).
+    let init = || {
+        let mut init = InitProducerIdRequest::default();
+        init.transactional_id = Some(id.clone());
+        init.transaction_timeout_ms = 60_000;
+        init.producer_id = ProducerId(-1);
+        init.producer_epoch = -1;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let answer = call(&mut connect(port), &init, 4);
+            if answer.error_code == 0 {
+                return (answer.producer_id, answer.producer_epoch);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "InitProducerId: {}",
+                answer.error_code
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    let (pid, zombie_epoch) = init();
+    let mut add = AddOffsetsToTxnRequest::default();
+    add.transactional_id = id.clone();
+    add.producer_id = pid;
+    add.producer_epoch = zombie_epoch;
+    add.group_id = GroupId(StrBytes::from_static_str("copier"));
+    assert_eq!(call(&mut connect(port), &add, 3).error_code, 0);
+    // A new instance of the producer fences the first: its transaction is aborted at a
+    // bumped epoch, markers and all.
+    let (again, epoch) = init();
+    assert_eq!(again, pid);
+    assert!(epoch > zombie_epoch);
+    // The zombie's offsets arrive late: refused, and not left pending for the new
+    // instance's next COMMIT to apply.
+    let mut commit = TxnOffsetCommitRequest::default();
+    commit.transactional_id = id.clone();
+    commit.group_id = GroupId(StrBytes::from_static_str("copier"));
+    commit.producer_id = pid;
+    commit.producer_epoch = zombie_epoch;
+    commit.generation_id = -1;
+    let mut p = TxnOffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = 5;
+    let mut t = TxnOffsetCommitRequestTopic::default();
+    t.name = name("in");
+    t.partitions = vec![p];
+    commit.topics = vec![t];
+    let answer = call(&mut connect(port), &commit, 3);
+    assert_eq!(
+        answer.topics[0].partitions[0].error_code,
+        code(ResponseError::ProducerFenced)
+    );
+    let answer = call(&mut connect(port), &commit, 2);
+    assert_eq!(
+        answer.topics[0].partitions[0].error_code,
+        code(ResponseError::InvalidProducerEpoch),
+        "as versions before KIP-588 say it"
+    );
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = GroupId(StrBytes::from_static_str("copier"));
+    let mut ft = OffsetFetchRequestTopics::default();
+    ft.name = name("in");
+    ft.partition_indexes = vec![0];
+    g.topics = Some(vec![ft]);
+    let mut fetch_offsets = OffsetFetchRequest::default();
+    fetch_offsets.groups = vec![g];
+    fetch_offsets.require_stable = true;
+    let fetched = call(&mut connect(port), &fetch_offsets, 8);
+    let partition = &fetched.groups[0].topics[0].partitions[0];
+    assert_eq!(
+        (partition.error_code, partition.committed_offset),
+        (0, -1),
+        "nothing committed, nothing pending"
+    );
+}

@@ -95,11 +95,6 @@ impl Handler for TxnOffsetCommit {
                             req.group_instance_id.as_ref().map(|i| i.as_str()),
                         )
                     });
-                    // A marker for the producer between here and the write may have
-                    // ended the transaction: then nothing is written and the client
-                    // asks again (see Coordinator::producer_lock).
-                    let lock = ctx.coordinator.producer_lock(req.producer_id.0);
-                    let seen = lock.changes();
                     // Transactions V2 (v5+): the group joins the transaction here,
                     // without the client's AddOffsetsToTxn.
                     let enrolled = if version >= 5 {
@@ -109,9 +104,16 @@ impl Handler for TxnOffsetCommit {
                     } else {
                         Ok(())
                     };
+                    // A marker that ended the transaction before the offsets are
+                    // written (an abort at a bumped epoch) would leave them for the
+                    // producer's next COMMIT: the producer is fenced instead.
+                    let lock = ctx.coordinator.producer_lock(req.producer_id.0);
                     let _held = lock.acquire().await;
+                    let ended = ctx
+                        .coordinator
+                        .ended_before(req.producer_id.0, req.producer_epoch);
                     match enrolled {
-                        Ok(()) if lock.changes() != seen => Err(ResponseError::NotCoordinator),
+                        Ok(()) if ended => Err(ResponseError::ProducerFenced),
                         Ok(()) => {
                             ctx.coordinator
                                 .commit_pending(

@@ -137,10 +137,11 @@ async fn end_group_offsets(
     end: TxnEnd,
 ) -> Result<(), ResponseError> {
     // A TxnOffsetCommit of the producer in flight here either wrote its offsets
-    // before (this marker ends them) or sees the change and writes nothing.
+    // before (this marker ends them) or sees this marker's epoch and writes nothing.
     let lock = ctx.coordinator.producer_lock(end.producer_id);
     let _held = lock.acquire().await;
-    lock.changed();
+    ctx.coordinator
+        .note_marker(end.producer_id, end.producer_epoch);
     let store = std::sync::Arc::clone(ctx.coordinator.store());
     let groups = glommio::executor()
         .spawn_blocking(move || store.pending_groups(end.producer_id))

@@ -47,6 +47,10 @@ pub struct Coordinator {
     /// One lock per transactional producer: its offsets pending here change one
     /// request at a time (see [`producer_lock`](Self::producer_lock)).
     producers: KeyedLocks<i64>,
+    /// The highest epoch of a transaction marker that reached this shard's groups,
+    /// per producer id, since the shard started (see
+    /// [`note_marker`](Self::note_marker)).
+    marker_epochs: RefCell<HashMap<i64, i16>>,
 }
 
 /// An offset to commit: topic, partition, and what to store.
@@ -62,6 +66,7 @@ impl Coordinator {
             store,
             next_member: RefCell::new(0),
             producers: KeyedLocks::default(),
+            marker_epochs: RefCell::new(HashMap::new()),
         })
     }
 

@@ -14,15 +14,37 @@ use crate::group::{
 use crate::keyed_lock::KeyLock;
 
 impl Coordinator {
-    /// The lock of `producer_id`'s pending offsets on this shard. A marker holds it
-    /// while it ends them and announces the change; a TxnOffsetCommit takes the handle
-    /// before it learns its transaction is open (V2's enrolment at the transaction
-    /// coordinator, which it must not wait for holding the lock) and writes its
-    /// offsets holding it only if no marker came meanwhile: a marker that aborted the
-    /// transaction in between would otherwise leave them pending for the producer's
-    /// next transaction to commit.
+    /// The lock of `producer_id`'s pending offsets on this shard: a marker holds it
+    /// while it ends them ([`note_marker`](Self::note_marker) first), a
+    /// TxnOffsetCommit while it checks its epoch against the markers
+    /// ([`ended_before`](Self::ended_before)) and writes its offsets.
     pub fn producer_lock(&self, producer_id: i64) -> KeyLock {
         self.producers.lock(&producer_id)
+    }
+
+    /// A marker of `producer_id` at `epoch` reached this shard's groups. Call it
+    /// holding the producer's lock.
+    pub fn note_marker(&self, producer_id: i64, epoch: i16) {
+        let mut epochs = self.marker_epochs.borrow_mut();
+        let seen = epochs.entry(producer_id).or_insert(epoch);
+        *seen = (*seen).max(epoch);
+    }
+
+    /// True when a marker of a later epoch than `epoch` reached this shard's groups
+    /// for `producer_id`: the producer's transaction at `epoch` has ended — aborted
+    /// by its coordinator at a bumped epoch (a timeout, a new instance of the
+    /// producer), or followed by transactions V2's next one, whose every end bumps the
+    /// epoch — so offsets it sends now must not wait for the producer's next COMMIT.
+    /// A marker of the same epoch is not one: in V2 it ends the transaction before,
+    /// whose markers a TxnOffsetCommit of the next one may have waited for at its
+    /// enrolment, and in V1 a producer's own EndTxn does not race its
+    /// TxnOffsetCommit. Known since the shard started: a zombie's offsets after a
+    /// restart or failover are not refused (issue note).
+    pub fn ended_before(&self, producer_id: i64, epoch: i16) -> bool {
+        self.marker_epochs
+            .borrow()
+            .get(&producer_id)
+            .is_some_and(|seen| *seen > epoch)
     }
 
     /// TxnOffsetCommit: fences the committer as OffsetCommit does when it names its
