@@ -1008,3 +1008,76 @@ fn a_zombies_txn_offset_commit_after_its_transaction_was_fenced_is_refused_and_s
         "nothing committed, nothing pending"
     );
 }
+
+#[test]
+fn the_next_transaction_enrolled_right_after_end_txn_waits_for_the_markers_instead_of_failing() {
+    use kafka_protocol::messages::{
+        add_partitions_to_txn_request::AddPartitionsToTxnTopic,
+        list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
+        AddPartitionsToTxnRequest, EndTxnRequest, ListOffsetsRequest, ProducerId, TransactionalId,
+    };
+    use weir_client::record_batch::BatchBuilder;
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    let port = broker.port;
+    assert_eq!(create(port, "tx3", 1), 0);
+    let id = TransactionalId(StrBytes::from_static_str("tx3-id"));
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = Some(id.clone());
+    init.transaction_timeout_ms = 60_000;
+    init.producer_id = ProducerId(-1);
+    init.producer_epoch = -1;
+    let producer = call(&mut connect(port), &init, 4);
+    assert_eq!((producer.error_code, producer.producer_epoch), (0, 0));
+    let pid = producer.producer_id;
+    let mut add = AddPartitionsToTxnRequest::default();
+    add.v3_and_below_transactional_id = id.clone();
+    add.v3_and_below_producer_id = pid;
+    add.v3_and_below_producer_epoch = 0;
+    let mut topic = AddPartitionsToTxnTopic::default();
+    topic.name = name("tx3");
+    topic.partitions = vec![0];
+    add.v3_and_below_topics = vec![topic];
+    let added = |conn: &mut std::net::TcpStream| {
+        call(conn, &add, 3).results_by_topic_v3_and_below[0].results_by_partition[0]
+            .partition_error_code
+    };
+    // One connection, as a producer has: each answer comes before the next request.
+    let mut conn = connect(port);
+    assert_eq!(added(&mut conn), 0);
+    let mut b = BatchBuilder::new(256, 0)
+        .transactional()
+        .producer(Producer {
+            id: pid.0,
+            epoch: 0,
+            base_sequence: 0,
+        });
+    b.push(0, Some(b"k"), b"v");
+    let mut req = produce_request("tx3", 0, b.finish().to_vec(), -1);
+    req.transactional_id = Some(id.clone());
+    let r = call(&mut conn, &req, 9);
+    assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    let mut end = EndTxnRequest::default();
+    end.transactional_id = id.clone();
+    end.producer_id = pid;
+    end.producer_epoch = 0;
+    end.committed = true;
+    assert_eq!(call(&mut conn, &end, 3).error_code, 0);
+    // EndTxn answered once decided; the next transaction's enrolment, sent at once,
+    // waits for the markers (Kafka would answer CONCURRENT_TRANSACTIONS to retry)...
+    assert_eq!(added(&mut conn), 0, "not CONCURRENT_TRANSACTIONS");
+    // ...so the first transaction is complete when it is answered.
+    let mut lso = ListOffsetsRequest::default();
+    lso.replica_id = kafka_protocol::messages::BrokerId(-1);
+    lso.isolation_level = 1;
+    lso.topics = vec![ListOffsetsTopic::default()
+        .with_name(name("tx3"))
+        .with_partitions(vec![ListOffsetsPartition::default()
+            .with_partition_index(0)
+            .with_timestamp(-1)])];
+    assert_eq!(
+        call(&mut conn, &lso, 7).topics[0].partitions[0].offset,
+        2,
+        "the record and its COMMIT marker"
+    );
+}
