@@ -27,6 +27,33 @@ fn code(e: ResponseError) -> i16 {
     e.code()
 }
 
+/// InitProducerId for a new producer of transactional id `id`, with a 60 s timeout.
+fn init_transactional(id: &str) -> InitProducerIdRequest {
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = Some(kafka_protocol::messages::TransactionalId(
+        StrBytes::from_string(id.to_string()),
+    ));
+    init.transaction_timeout_ms = 60_000;
+    init.producer_id = kafka_protocol::messages::ProducerId(-1);
+    init.producer_epoch = -1;
+    init
+}
+
+/// ListOffsets (latest, READ_COMMITTED) of partition 0 of `topic`: its last stable
+/// offset.
+fn last_stable_request(topic: &str) -> kafka_protocol::messages::ListOffsetsRequest {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    let mut req = kafka_protocol::messages::ListOffsetsRequest::default();
+    req.replica_id = kafka_protocol::messages::BrokerId(-1);
+    req.isolation_level = 1;
+    req.topics = vec![ListOffsetsTopic::default()
+        .with_name(name(topic))
+        .with_partitions(vec![ListOffsetsPartition::default()
+            .with_partition_index(0)
+            .with_timestamp(-1)])];
+    req
+}
+
 /// An idempotent producer's id and epoch from the broker at `port`.
 fn idempotent_producer(port: u16) -> Producer {
     let mut init = InitProducerIdRequest::default();
@@ -696,22 +723,14 @@ fn a_taken_port_stops_a_second_broker_and_a_stopped_one_frees_it_at_once() {
 /// (KAFKA-17754, which V1 allows).
 #[test]
 fn transactions_v2_end_each_transaction_at_a_new_epoch_and_a_delayed_end_ends_nothing() {
-    use kafka_protocol::messages::{
-        list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
-        EndTxnRequest, ListOffsetsRequest, ProducerId, TransactionalId,
-    };
+    use kafka_protocol::messages::{EndTxnRequest, TransactionalId};
     use weir_client::record_batch::BatchBuilder;
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);
     let port = broker.port;
     assert_eq!(create(port, "tx2", 1), 0);
     let id = TransactionalId(StrBytes::from_static_str("tx2-id"));
-    let mut init = InitProducerIdRequest::default();
-    init.transactional_id = Some(id.clone());
-    init.transaction_timeout_ms = 60_000;
-    init.producer_id = ProducerId(-1);
-    init.producer_epoch = -1;
-    let first = call(&mut connect(port), &init, 4);
+    let first = call(&mut connect(port), &init_transactional("tx2-id"), 4);
     assert_eq!((first.error_code, first.producer_epoch), (0, 0));
     let pid = first.producer_id;
     // The partition may be led by the other shard than the coordinator: ask its leader.
@@ -756,15 +775,7 @@ fn transactions_v2_end_each_transaction_at_a_new_epoch_and_a_delayed_end_ends_no
         (r.error_code, r.producer_epoch)
     };
     let last_stable = || {
-        let mut req = ListOffsetsRequest::default();
-        req.replica_id = kafka_protocol::messages::BrokerId(-1);
-        req.isolation_level = 1;
-        req.topics = vec![ListOffsetsTopic::default()
-            .with_name(name("tx2"))
-            .with_partitions(vec![ListOffsetsPartition::default()
-                .with_partition_index(0)
-                .with_timestamp(-1)])];
-        call(&mut connect(data_port), &req, 7).topics[0].partitions[0].offset
+        call(&mut connect(data_port), &last_stable_request("tx2"), 7).topics[0].partitions[0].offset
     };
 
     // The partition joins the transaction with its first batch.
@@ -852,7 +863,7 @@ fn an_idempotent_producer_silent_past_its_expiration_is_forgotten() {
 fn a_transactional_id_idle_past_its_expiration_is_forgotten_and_an_open_one_is_kept() {
     use kafka_protocol::messages::{
         add_partitions_to_txn_request::AddPartitionsToTxnTopic, AddPartitionsToTxnRequest,
-        DescribeTransactionsRequest, ProducerId, TransactionalId,
+        DescribeTransactionsRequest, TransactionalId,
     };
     let dir = scratch_dir();
     let broker = Broker::start(
@@ -863,12 +874,7 @@ fn a_transactional_id_idle_past_its_expiration_is_forgotten_and_an_open_one_is_k
     let port = broker.port;
     assert_eq!(create(port, "expiry", 1), 0);
     let init = |id: &'static str| {
-        let mut init = InitProducerIdRequest::default();
-        init.transactional_id = Some(TransactionalId(StrBytes::from_static_str(id)));
-        init.transaction_timeout_ms = 60_000;
-        init.producer_id = ProducerId(-1);
-        init.producer_epoch = -1;
-        let answer = call(&mut connect(port), &init, 4);
+        let answer = call(&mut connect(port), &init_transactional(id), 4);
         assert_eq!(answer.error_code, 0, "InitProducerId {id}");
         answer.producer_id
     };
@@ -923,7 +929,7 @@ fn a_zombies_txn_offset_commit_after_its_transaction_was_fenced_is_refused_and_s
     use kafka_protocol::messages::{
         offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics},
         txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic},
-        AddOffsetsToTxnRequest, GroupId, OffsetFetchRequest, ProducerId, TransactionalId,
+        AddOffsetsToTxnRequest, GroupId, OffsetFetchRequest, TransactionalId,
         TxnOffsetCommitRequest,
     };
     let dir = scratch_dir();
@@ -934,11 +940,7 @@ fn a_zombies_txn_offset_commit_after_its_transaction_was_fenced_is_refused_and_s
     // InitProducerId until it is answered (CONCURRENT_TRANSACTIONS while a fenced
     // transaction is being aborted).
     let init = || {
-        let mut init = InitProducerIdRequest::default();
-        init.transactional_id = Some(id.clone());
-        init.transaction_timeout_ms = 60_000;
-        init.producer_id = ProducerId(-1);
-        init.producer_epoch = -1;
+        let init = init_transactional("zombie-id");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
             let answer = call(&mut connect(port), &init, 4);
@@ -1012,9 +1014,8 @@ fn a_zombies_txn_offset_commit_after_its_transaction_was_fenced_is_refused_and_s
 #[test]
 fn the_next_transaction_enrolled_right_after_end_txn_waits_for_the_markers_instead_of_failing() {
     use kafka_protocol::messages::{
-        add_partitions_to_txn_request::AddPartitionsToTxnTopic,
-        list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
-        AddPartitionsToTxnRequest, EndTxnRequest, ListOffsetsRequest, ProducerId, TransactionalId,
+        add_partitions_to_txn_request::AddPartitionsToTxnTopic, AddPartitionsToTxnRequest,
+        EndTxnRequest, TransactionalId,
     };
     use weir_client::record_batch::BatchBuilder;
     let dir = scratch_dir();
@@ -1022,12 +1023,7 @@ fn the_next_transaction_enrolled_right_after_end_txn_waits_for_the_markers_inste
     let port = broker.port;
     assert_eq!(create(port, "tx3", 1), 0);
     let id = TransactionalId(StrBytes::from_static_str("tx3-id"));
-    let mut init = InitProducerIdRequest::default();
-    init.transactional_id = Some(id.clone());
-    init.transaction_timeout_ms = 60_000;
-    init.producer_id = ProducerId(-1);
-    init.producer_epoch = -1;
-    let producer = call(&mut connect(port), &init, 4);
+    let producer = call(&mut connect(port), &init_transactional("tx3-id"), 4);
     assert_eq!((producer.error_code, producer.producer_epoch), (0, 0));
     let pid = producer.producer_id;
     let mut add = AddPartitionsToTxnRequest::default();
@@ -1067,16 +1063,8 @@ fn the_next_transaction_enrolled_right_after_end_txn_waits_for_the_markers_inste
     // waits for the markers (Kafka would answer CONCURRENT_TRANSACTIONS to retry)...
     assert_eq!(added(&mut conn), 0, "not CONCURRENT_TRANSACTIONS");
     // ...so the first transaction is complete when it is answered.
-    let mut lso = ListOffsetsRequest::default();
-    lso.replica_id = kafka_protocol::messages::BrokerId(-1);
-    lso.isolation_level = 1;
-    lso.topics = vec![ListOffsetsTopic::default()
-        .with_name(name("tx3"))
-        .with_partitions(vec![ListOffsetsPartition::default()
-            .with_partition_index(0)
-            .with_timestamp(-1)])];
     assert_eq!(
-        call(&mut conn, &lso, 7).topics[0].partitions[0].offset,
+        call(&mut conn, &last_stable_request("tx3"), 7).topics[0].partitions[0].offset,
         2,
         "the record and its COMMIT marker"
     );
