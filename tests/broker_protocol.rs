@@ -1069,3 +1069,100 @@ fn the_next_transaction_enrolled_right_after_end_txn_waits_for_the_markers_inste
         "the record and its COMMIT marker"
     );
 }
+
+#[test]
+fn a_marker_delayed_from_the_previous_v2_transaction_leaves_the_next_ones_offsets_pending() {
+    use kafka_protocol::messages::{
+        offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics},
+        txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic},
+        write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic},
+        EndTxnRequest, GroupId, OffsetFetchRequest, TransactionalId, TxnOffsetCommitRequest,
+        WriteTxnMarkersRequest,
+    };
+    let dir = scratch_dir();
+    let broker = Broker::start(&dir.path().join("data"), 1, &[]);
+    let port = broker.port;
+    assert_eq!(create(port, "in", 1), 0);
+    let id = TransactionalId(StrBytes::from_static_str("late-id"));
+    let group = GroupId(StrBytes::from_static_str("late"));
+    let producer = call(&mut connect(port), &init_transactional("late-id"), 4);
+    assert_eq!((producer.error_code, producer.producer_epoch), (0, 0));
+    let pid = producer.producer_id;
+    // Transactions V2: TxnOffsetCommit v5 enrols the group itself.
+    let commit_offset = |epoch: i16, offset: i64| {
+        let mut commit = TxnOffsetCommitRequest::default();
+        commit.transactional_id = id.clone();
+        commit.group_id = group.clone();
+        commit.producer_id = pid;
+        commit.producer_epoch = epoch;
+        commit.generation_id = -1;
+        let mut p = TxnOffsetCommitRequestPartition::default();
+        p.partition_index = 0;
+        p.committed_offset = offset;
+        let mut t = TxnOffsetCommitRequestTopic::default();
+        t.name = name("in");
+        t.partitions = vec![p];
+        commit.topics = vec![t];
+        call(&mut connect(port), &commit, 5).topics[0].partitions[0].error_code
+    };
+    let end = |epoch: i16| {
+        let mut e = EndTxnRequest::default();
+        e.transactional_id = id.clone();
+        e.producer_id = pid;
+        e.producer_epoch = epoch;
+        e.committed = true;
+        let r = call(&mut connect(port), &e, 5);
+        (r.error_code, r.producer_epoch)
+    };
+    // (error, offset) of the group's partition, asking for stable offsets.
+    let fetched = || {
+        let mut g = OffsetFetchRequestGroup::default();
+        g.group_id = group.clone();
+        let mut ft = OffsetFetchRequestTopics::default();
+        ft.name = name("in");
+        ft.partition_indexes = vec![0];
+        g.topics = Some(vec![ft]);
+        let mut fetch = OffsetFetchRequest::default();
+        fetch.groups = vec![g];
+        fetch.require_stable = true;
+        let answer = call(&mut connect(port), &fetch, 8);
+        let p = &answer.groups[0].topics[0].partitions[0];
+        (p.error_code, p.committed_offset)
+    };
+    let until = |want: (i16, i64)| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while fetched() != want {
+            assert!(std::time::Instant::now() < deadline, "{:?}", fetched());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+
+    assert_eq!(commit_offset(0, 5), 0);
+    assert_eq!(end(0), (0, 1), "committed; go on at epoch 1");
+    until((0, 5));
+    assert_eq!(commit_offset(1, 9), 0, "the next transaction's offsets");
+    // The first transaction's marker (epoch 1) arrives again, late, as one its
+    // coordinator resent after a timeout would; an ABORT, to drop what it ends.
+    let mut marker = WritableTxnMarker::default();
+    marker.producer_id = pid;
+    marker.producer_epoch = 1;
+    marker.transaction_result = false;
+    let mut slots = WritableTxnMarkerTopic::default();
+    slots.name = name("__consumer_offsets");
+    slots.partition_indexes = (0..50).collect();
+    marker.topics = vec![slots];
+    let mut late = WriteTxnMarkersRequest::default();
+    late.markers = vec![marker];
+    let answer = call(&mut connect(port), &late, 1);
+    assert!(answer.markers[0].topics[0]
+        .partitions
+        .iter()
+        .all(|p| p.error_code == 0));
+    assert_eq!(
+        fetched(),
+        (code(ResponseError::UnstableOffsetCommit), -1),
+        "still pending in the open transaction, not dropped"
+    );
+    assert_eq!(end(1), (0, 2));
+    until((0, 9));
+}

@@ -18,7 +18,7 @@ use kafka_protocol::{
 };
 
 use crate::{
-    group::offset_store::CommittedOffset,
+    group::offset_store::{CommittedOffset, PendingTxn},
     security::acl::Operation,
     shard::{context::ShardContext, txn_routing::now_ms},
 };
@@ -119,7 +119,11 @@ impl Handler for TxnOffsetCommit {
                                 .commit_pending(
                                     group,
                                     member,
-                                    req.producer_id.0,
+                                    PendingTxn {
+                                        producer_id: req.producer_id.0,
+                                        producer_epoch: req.producer_epoch,
+                                        v2: version >= 5,
+                                    },
                                     offsets.clone(),
                                     journal,
                                 )

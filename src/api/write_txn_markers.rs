@@ -157,7 +157,13 @@ async fn end_group_offsets(
         }
         let journal = ctx.coordinating(&group).await?;
         ctx.coordinator
-            .end_pending(&group, end.producer_id, end.commit, journal)
+            .end_pending(
+                &group,
+                end.producer_id,
+                end.producer_epoch,
+                end.commit,
+                journal,
+            )
             .await?;
     }
     Ok(())

@@ -26,7 +26,7 @@ use std::{rc::Rc, sync::Arc};
 use serde::{Deserialize, Serialize};
 use weir_client::record_batch::BatchBuilder;
 
-use super::offset_store::{CommittedOffset, Fence, OffsetStore, OffsetStoreError};
+use super::offset_store::{CommittedOffset, Fence, OffsetStore, OffsetStoreError, PendingTxn};
 use crate::semaphore::{Semaphore, StaticPermit};
 use crate::storage::{
     batch_records::record_values,
@@ -67,6 +67,12 @@ pub enum JournalRecord {
         group: String,
         /// The transaction's producer.
         producer_id: i64,
+        /// The transaction's epoch (-1 in records written before it was recorded).
+        #[serde(default = "unknown_epoch")]
+        producer_epoch: i16,
+        /// True for a transaction of transactions V2.
+        #[serde(default)]
+        v2: bool,
         /// How the commit is fenced when it is applied.
         fence: Fence,
         /// Topic, partition and offset of each partition.
@@ -79,6 +85,10 @@ pub enum JournalRecord {
         group: String,
         /// The transaction's producer.
         producer_id: i64,
+        /// The marker's epoch (the largest in records written before it was recorded,
+        /// which ended any transaction of the producer).
+        #[serde(default = "any_epoch")]
+        producer_epoch: i16,
         /// True for COMMIT.
         commit: bool,
     },
@@ -100,6 +110,14 @@ pub enum JournalRecord {
     /// restates the whole partition's state. Applying it changes nothing; a replay that
     /// starts at it clears the partition's state first.
     SnapshotStart,
+}
+
+fn unknown_epoch() -> i16 {
+    -1
+}
+
+fn any_epoch() -> i16 {
+    i16::MAX
 }
 
 impl JournalRecord {
@@ -362,15 +380,25 @@ pub fn apply_to(store: &OffsetStore, records: &[JournalRecord]) -> Result<(), Of
             JournalRecord::TxnOffsets {
                 group,
                 producer_id,
+                producer_epoch,
+                v2,
                 fence,
                 offsets,
-            } => store.add_pending(group, *producer_id, *fence, offsets)?,
+            } => {
+                let txn = PendingTxn {
+                    producer_id: *producer_id,
+                    producer_epoch: *producer_epoch,
+                    v2: *v2,
+                };
+                store.add_pending(group, txn, *fence, offsets)?;
+            }
             JournalRecord::TxnOffsetsEnd {
                 group,
                 producer_id,
+                producer_epoch,
                 commit,
             } => {
-                store.end_pending(group, *producer_id, *commit)?;
+                store.end_pending(group, *producer_id, *producer_epoch, *commit)?;
             }
             JournalRecord::Transaction { id, meta } => store.put_transaction(id, meta)?,
             JournalRecord::TransactionExpired { id } => store.remove_transaction(id)?,

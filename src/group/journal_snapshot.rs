@@ -66,6 +66,8 @@ pub fn records_of(state: SlotState) -> Vec<JournalRecord> {
         JournalRecord::TxnOffsets {
             group,
             producer_id,
+            producer_epoch: p.producer_epoch,
+            v2: p.v2,
             fence: p.fence,
             offsets: p.offsets,
         }
@@ -135,8 +137,8 @@ mod tests {
         Commit(u8, u8, i64, Option<i32>),
         DeleteOffsets(u8, u8),
         DeleteGroup(u8),
-        Pending(u8, u8, u8, i64),
-        End(u8, u8, bool),
+        Pending(u8, u8, i16, bool, u8, i64),
+        End(u8, u8, i16, bool),
         Transaction(u8, i16),
         TransactionExpired(u8),
     }
@@ -147,9 +149,10 @@ mod tests {
                 .prop_map(|(g, p, o, gen)| Change::Commit(g, p, o, gen)),
             (0..4u8, 0..3u8).prop_map(|(g, p)| Change::DeleteOffsets(g, p)),
             (0..4u8).prop_map(Change::DeleteGroup),
-            (0..4u8, 0..2u8, 0..3u8, 0..100i64)
-                .prop_map(|(g, pid, p, o)| Change::Pending(g, pid, p, o)),
-            (0..4u8, 0..2u8, any::<bool>()).prop_map(|(g, pid, c)| Change::End(g, pid, c)),
+            (0..4u8, 0..2u8, 0..3i16, any::<bool>(), 0..3u8, 0..100i64)
+                .prop_map(|(g, pid, e, v2, p, o)| Change::Pending(g, pid, e, v2, p, o)),
+            (0..4u8, 0..2u8, 0..4i16, any::<bool>())
+                .prop_map(|(g, pid, e, c)| Change::End(g, pid, e, c)),
             (0..4u8, 0..5i16).prop_map(|(id, epoch)| Change::Transaction(id, epoch)),
             (0..4u8).prop_map(Change::TransactionExpired),
         ]
@@ -178,15 +181,18 @@ mod tests {
                 partitions: vec![("t".into(), u32::from(*p))],
             },
             Change::DeleteGroup(g) => JournalRecord::DeleteGroup { group: group(g) },
-            Change::Pending(g, pid, p, o) => JournalRecord::TxnOffsets {
+            Change::Pending(g, pid, epoch, v2, p, o) => JournalRecord::TxnOffsets {
                 group: group(g),
                 producer_id: i64::from(*pid),
+                producer_epoch: *epoch,
+                v2: *v2,
                 fence: Fence::Generation(1),
                 offsets: vec![("t".into(), u32::from(*p), at(*o, 1))],
             },
-            Change::End(g, pid, commit) => JournalRecord::TxnOffsetsEnd {
+            Change::End(g, pid, epoch, commit) => JournalRecord::TxnOffsetsEnd {
                 group: group(g),
                 producer_id: i64::from(*pid),
+                producer_epoch: *epoch,
                 commit: *commit,
             },
             Change::Transaction(id, epoch) => JournalRecord::Transaction {

@@ -117,7 +117,7 @@ mod pending;
 mod slots;
 mod transactions;
 
-pub use pending::PendingOffsets;
+pub use pending::{PendingOffsets, PendingTxn};
 pub use slots::SlotState;
 
 fn group_prefix(group: &str) -> Vec<u8> {

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::group::offset_store::PendingTxn;
 use crate::storage::test_support::{run, test_dir};
 
 fn join_req(member_id: &str) -> JoinRequest {
@@ -323,7 +324,16 @@ fn a_new_coordinator_continues_after_the_generation_of_offsets_pending_in_a_tran
         let mut pending = offset(50);
         pending[0].2.generation = 8;
         store
-            .add_pending("g", 7, Fence::Generation(8), &pending)
+            .add_pending(
+                "g",
+                PendingTxn {
+                    producer_id: 7,
+                    producer_epoch: 0,
+                    v2: false,
+                },
+                Fence::Generation(8),
+                &pending,
+            )
             .expect("pending");
         let c = Coordinator::new(Arc::clone(&store));
         let a = join_new(&c).await;
@@ -334,7 +344,7 @@ fn a_new_coordinator_continues_after_the_generation_of_offsets_pending_in_a_tran
         c.sync("g", 9, &a.member_id, None, Vec::new()).await;
         // The transaction commits here, then the new generation's member commits on:
         // its offsets must move, not stay fenced behind generation 8's.
-        c.end_pending("g", 7, true, None).await.expect("marker");
+        c.end_pending("g", 7, 0, true, None).await.expect("marker");
         assert_eq!(
             c.commit("g", 9, &a.member_id, None, offset(60), None).await,
             vec![Ok(())]

@@ -9,7 +9,7 @@ use kafka_protocol::ResponseError;
 use super::{journal_first, Coordinator, OffsetToCommit};
 use crate::group::{
     journal::{Journal, JournalRecord},
-    offset_store::Fence,
+    offset_store::{Fence, PendingTxn},
 };
 use crate::keyed_lock::KeyLock;
 
@@ -49,12 +49,13 @@ impl Coordinator {
 
     /// TxnOffsetCommit: fences the committer as OffsetCommit does when it names its
     /// member and generation (v3+; before that any producer may commit, as in Kafka),
-    /// and keeps the offsets pending in `producer_id`'s transaction, durably.
+    /// and keeps the offsets pending in transaction `txn`, durably. PRODUCER_FENCED
+    /// when the producer has offsets pending here from a later epoch.
     pub async fn commit_pending(
         &self,
         group: &str,
         member: Option<(i32, &str, Option<&str>)>,
-        producer_id: i64,
+        txn: PendingTxn,
         offsets: Vec<OffsetToCommit>,
         journal: Option<Journal>,
     ) -> Result<(), ResponseError> {
@@ -66,57 +67,71 @@ impl Coordinator {
         };
         let _pass = journal_first(journal.as_ref(), || JournalRecord::TxnOffsets {
             group: group.to_string(),
-            producer_id,
+            producer_id: txn.producer_id,
+            producer_epoch: txn.producer_epoch,
+            v2: txn.v2,
             fence,
             offsets: offsets.clone(),
         })
         .await?;
         let store = Arc::clone(&self.store);
         let group_id = group.to_string();
-        self.write(group, move || {
-            store.add_pending(&group_id, producer_id, fence, &offsets)
-        })
-        .await
+        let added = self
+            .write(group, move || {
+                store.add_pending(&group_id, txn, fence, &offsets)
+            })
+            .await?;
+        if added {
+            Ok(())
+        } else {
+            Err(ResponseError::ProducerFenced)
+        }
     }
 
-    /// A transaction marker for `producer_id` reached the group: its pending offsets
-    /// are committed (`commit`) or dropped, durably.
+    /// A transaction marker for `producer_id` at `marker_epoch` reached the group: the
+    /// offsets its transaction left pending are committed (`commit`) or dropped,
+    /// durably; those of a later transaction stay.
     pub async fn end_pending(
         &self,
         group: &str,
         producer_id: i64,
+        marker_epoch: i16,
         commit: bool,
         journal: Option<Journal>,
     ) -> Result<(), ResponseError> {
         let _pass = journal_first(journal.as_ref(), || JournalRecord::TxnOffsetsEnd {
             group: group.to_string(),
             producer_id,
+            producer_epoch: marker_epoch,
             commit,
         })
         .await?;
         let store = Arc::clone(&self.store);
         let group_id = group.to_string();
         self.write(group, move || {
-            store
-                .end_pending(&group_id, producer_id, commit)
-                .map(|_| ())
+            store.end_pending(&group_id, producer_id, marker_epoch, commit)
         })
         .await
+        .map(|_| ())
     }
 
     /// Runs an LMDB write on the blocking pool and waits until it is durable.
-    async fn write(
+    async fn write<T: Send + 'static>(
         &self,
         group: &str,
-        f: impl FnOnce() -> Result<(), crate::group::offset_store::OffsetStoreError> + Send + 'static,
-    ) -> Result<(), ResponseError> {
-        if let Err(e) = glommio::executor().spawn_blocking(f).await {
-            tracing::error!(group, error = %e, "transactional offsets not written");
-            return Err(ResponseError::KafkaStorageError);
-        }
+        f: impl FnOnce() -> Result<T, crate::group::offset_store::OffsetStoreError> + Send + 'static,
+    ) -> Result<T, ResponseError> {
+        let value = match glommio::executor().spawn_blocking(f).await {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::error!(group, error = %e, "transactional offsets not written");
+                return Err(ResponseError::KafkaStorageError);
+            }
+        };
         self.syncer.sync().await.map_err(|e| {
             tracing::error!(group, error = %e, "offset sync failed");
             ResponseError::KafkaStorageError
-        })
+        })?;
+        Ok(value)
     }
 }
