@@ -793,6 +793,25 @@ fn transactions_v2_end_each_transaction_at_a_new_epoch_and_a_delayed_end_ends_no
     );
     assert_eq!(end(0, true).0, code(ResponseError::ProducerFenced));
     assert_eq!(last_stable(), 2, "the second transaction is still open");
+    // The first transaction's marker (epoch 1) again, as a coordinator that resent it
+    // after a timeout would: it belongs to the transaction before the one open.
+    let late = weir::txn::markers::request(
+        weir::txn::markers::TxnEnd {
+            producer_id: pid.0,
+            producer_epoch: 1,
+            commit: true,
+            coordinator_epoch: 0,
+            ends: weir::storage::partition_log::MarkerEnds::BeforeItsEpoch,
+        },
+        &[("tx2".to_string(), 0)],
+    );
+    let answer = call(&mut connect(data_port), &late, 1);
+    assert_eq!(
+        answer.markers[0].topics[0].partitions[0].error_code,
+        code(ResponseError::InvalidProducerEpoch),
+        "as Kafka refuses a TV2 marker no later than the producer's epoch"
+    );
+    assert_eq!(last_stable(), 2, "the second transaction is still open");
     assert_eq!(end(1, false), (0, 2), "aborted; go on at epoch 2");
     // EndTxn answers once the decision is durable, as Kafka's does; the marker follows.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

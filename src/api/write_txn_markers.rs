@@ -24,7 +24,7 @@ use crate::{
     metadata::{cluster_state::OFFSETS_TOPIC, placement::coordinator_slot},
     security::acl::Operation,
     shard::context::ShardContext,
-    txn::markers::TxnEnd,
+    txn::markers::{marker_ends, TxnEnd},
 };
 
 use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
@@ -60,6 +60,7 @@ impl Handler for WriteTxnMarkers {
                 producer_epoch: marker.producer_epoch,
                 commit: marker.transaction_result,
                 coordinator_epoch: marker.coordinator_epoch,
+                ends: marker_ends(marker),
             };
             // Every partition's marker is appended before any is waited for, so one
             // group commit (and one replication round) makes them all durable: waited
@@ -123,6 +124,7 @@ async fn mark_partition(
             end.commit,
             end.coordinator_epoch,
             epoch,
+            end.ends,
         )
         .await
         .map_err(|e| e.kafka_error())?;

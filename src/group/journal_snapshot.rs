@@ -209,6 +209,7 @@ mod tests {
                     updated_ms: 0,
                     next_producer_id: None,
                     previous_producer: None,
+                    markers_bump_epoch: false,
                 },
             },
             Change::TransactionExpired(id) => JournalRecord::TransactionExpired {

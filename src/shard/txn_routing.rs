@@ -17,6 +17,7 @@ use crate::{
     failure_probe::{self, Probe},
     group::journal::Journal,
     metadata::{cluster_state::OFFSETS_TOPIC, placement::coordinator_slot},
+    storage::partition_log::MarkerEnds,
     txn::{
         enrol,
         markers::{self, MarkerTarget, TxnEnd},
@@ -94,6 +95,11 @@ impl ShardContext {
             producer_epoch: meta.producer_epoch,
             commit: meta.state == TxnState::PrepareCommit,
             coordinator_epoch: journal.map_or(0, |j| j.epoch),
+            ends: if meta.markers_bump_epoch {
+                MarkerEnds::BeforeItsEpoch
+            } else {
+                MarkerEnds::AtItsEpoch
+            },
         };
         let targets = self.marker_targets(meta).map_err(|reason| {
             tracing::info!(id, reason, "transaction markers wait");

@@ -14,6 +14,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::storage::partition_log::MarkerEnds;
+use bytes::Bytes;
+
 /// The only WriteTxnMarkers version (v1, flexible; Kafka 4 removed v0).
 pub const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 
@@ -40,6 +43,23 @@ pub struct TxnEnd {
     pub commit: bool,
     /// The coordinator's epoch, so a partition can refuse a stale coordinator's marker.
     pub coordinator_epoch: i32,
+    /// Which of the producer's transactions the markers may end (whether
+    /// `producer_epoch` was bumped past the transaction's own).
+    pub ends: MarkerEnds,
+}
+
+/// The tagged field (weir's own, unknown to Kafka) by which a marker says it ends only
+/// transactions before its epoch: Kafka says so with WriteTxnMarkers v2's
+/// TransactionVersion, which kafka-protocol 0.18 does not know. Its value is one byte,
+/// 2 (transaction version 2); a marker without it ends one at its epoch too.
+pub const BUMPED_EPOCH_TAG: i32 = 0x7765;
+
+/// What the markers of `marker` may end, from its tagged fields.
+pub fn marker_ends(marker: &WritableTxnMarker) -> MarkerEnds {
+    match marker.unknown_tagged_fields.get(&BUMPED_EPOCH_TAG) {
+        Some(v) if v.as_ref() == [2] => MarkerEnds::BeforeItsEpoch,
+        _ => MarkerEnds::AtItsEpoch,
+    }
 }
 
 /// Why some markers were not written.
@@ -74,6 +94,11 @@ pub fn request(end: TxnEnd, partitions: &[(String, u32)]) -> WriteTxnMarkersRequ
     marker.producer_epoch = end.producer_epoch;
     marker.transaction_result = end.commit;
     marker.coordinator_epoch = end.coordinator_epoch;
+    if end.ends == MarkerEnds::BeforeItsEpoch {
+        marker
+            .unknown_tagged_fields
+            .insert(BUMPED_EPOCH_TAG, Bytes::from_static(&[2]));
+    }
     for (topic, partition) in partitions {
         let index = *partition as i32;
         match marker.topics.last_mut() {

@@ -84,6 +84,11 @@ pub struct TxnMetadata {
     /// answer instead of being fenced (Kafka's `prevProducerId`).
     #[serde(default)]
     pub previous_producer: Option<(i64, i16)>,
+    /// True in a Prepare state whose epoch was bumped past its transaction's own (a
+    /// transactions V2 EndTxn, a fencing abort): its markers end only transactions of
+    /// earlier epochs, never the producer's next one, open at the marker's epoch.
+    #[serde(default)]
+    pub markers_bump_epoch: bool,
 }
 
 /// The largest epoch before a producer id is replaced by a new one (Kafka's
@@ -153,6 +158,7 @@ pub fn init(
                 updated_ms: now_ms,
                 next_producer_id: None,
                 previous_producer: None,
+                markers_bump_epoch: false,
             },
             new_producer_id: true,
         });
@@ -209,6 +215,7 @@ pub fn fence(meta: &TxnMetadata, now_ms: i64) -> TxnMetadata {
     let mut next = meta.clone();
     next.last_producer_epoch = meta.producer_epoch;
     next.producer_epoch = meta.producer_epoch.saturating_add(1).min(EPOCH_MAX);
+    next.markers_bump_epoch = true;
     next.state = TxnState::PrepareAbort;
     next.updated_ms = now_ms;
     next
@@ -341,6 +348,7 @@ pub fn end(
             TxnState::PrepareAbort
         };
         next.updated_ms = now_ms;
+        next.markers_bump_epoch = protocol == TxnProtocol::V2;
         if protocol == TxnProtocol::V2 {
             next.last_producer_epoch = meta.producer_epoch;
             next.producer_epoch = meta.producer_epoch.saturating_add(1).min(EPOCH_MAX);

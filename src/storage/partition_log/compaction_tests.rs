@@ -383,7 +383,10 @@ fn aborted_records_never_shadow_a_committed_value_and_open_transactions_stay() {
         let roll = || roll(now);
         durable(&log, record(b"a", b"committed", None)).await; // 0
         durable(&log, record(b"a", b"aborted", Some(5))).await; // 1
-        let marker = log.append_marker(5, 0, false, 0, 0).await.expect("marker"); // 2
+        let marker = log
+            .append_marker(5, 0, false, 0, 0, MarkerEnds::AtItsEpoch)
+            .await
+            .expect("marker"); // 2
         marker.durable.await.expect("durable");
         durable(&log, roll()).await; // 3, a new segment
         durable(&log, record(b"b", b"open", Some(6))).await; // 4
@@ -403,7 +406,10 @@ fn aborted_records_never_shadow_a_committed_value_and_open_transactions_stay() {
         assert!(!after.contains_key(&1), "the aborted record went");
         assert!(holds(&after, 4, b"open"), "past the LSO: kept");
         // Once the transaction commits, its record is an ordinary older version.
-        let marker = log.append_marker(6, 0, true, 0, 0).await.expect("marker");
+        let marker = log
+            .append_marker(6, 0, true, 0, 0, MarkerEnds::AtItsEpoch)
+            .await
+            .expect("marker");
         marker.durable.await.expect("durable");
         durable(&log, roll()).await;
         durable(&log, roll()).await;
@@ -453,7 +459,7 @@ fn a_marker_goes_with_the_last_of_its_transaction_once_past_delete_retention() {
             let log = &log;
             async move {
                 let m = log
-                    .append_marker(producer, 0, commit, 0, 0)
+                    .append_marker(producer, 0, commit, 0, 0, MarkerEnds::AtItsEpoch)
                     .await
                     .expect("marker");
                 m.durable.await.expect("durable");

@@ -78,7 +78,7 @@ pub use leader_epochs::{EpochEnd, LeaderEpochs};
 pub use log_dir::{claim_dir, topic_id_in, Claim, PARTITION_METADATA_FILE};
 pub use replica::{cut_log, Truncation};
 pub use timestamp_lookup::{TimestampOffset, TimestampQuery};
-pub use transactions::{ActiveProducer, StableView, TXN_CHECKPOINT_FILE};
+pub use transactions::{ActiveProducer, MarkerEnds, StableView, TXN_CHECKPOINT_FILE};
 
 use log_dir::list_segments;
 use producer_rebuild::check_sequences;
@@ -385,8 +385,19 @@ impl PartitionLog {
     }
 
     async fn append_as(&self, payload: &ProducePayload, stamp: Stamp) -> Result<Appended> {
+        let permit = self.lock_appends().await?;
+        self.append_holding(&permit, payload, stamp).await
+    }
+
+    /// [`append_as`](Self::append_as) with the append lock held: what the caller
+    /// checked under it still holds when the batches are stored.
+    async fn append_holding(
+        &self,
+        _permit: &Permit<'_>,
+        payload: &ProducePayload,
+        stamp: Stamp,
+    ) -> Result<Appended> {
         let shared = &self.shared;
-        let _permit = self.lock_appends().await?;
         let count = payload.offset_count();
         let roll = {
             let st = shared.state.borrow();

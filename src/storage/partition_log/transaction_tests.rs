@@ -5,6 +5,7 @@
 use super::*;
 use crate::storage::{
     partition_txns::AbortedTxn,
+    producer_state::SequenceError,
     test_support::{run, start_storage, test_dir},
     ShardStorage,
 };
@@ -45,7 +46,7 @@ async fn stored(log: &PartitionLog, payload: &ProducePayload) -> Offset {
 
 async fn marker(log: &PartitionLog, id: i64, commit: bool) -> Offset {
     let a = log
-        .append_marker(id, 0, commit, 0, 0)
+        .append_marker(id, 0, commit, 0, 0, MarkerEnds::AtItsEpoch)
         .await
         .expect("marker");
     a.durable.await.expect("durable");
@@ -153,7 +154,10 @@ fn a_marker_at_an_older_epoch_than_the_partitions_is_refused_and_a_newer_one_fen
         let log = open(&storage, dir.path(), 1 << 30).await;
         stored(&log, &txn_batch(1, 0, 1)).await;
         // The coordinator aborted at a bumped epoch: the zombie at epoch 0 is fenced.
-        let a = log.append_marker(1, 1, false, 0, 0).await.expect("marker");
+        let a = log
+            .append_marker(1, 1, false, 0, 0, MarkerEnds::AtItsEpoch)
+            .await
+            .expect("marker");
         a.durable.await.expect("durable");
         let zombie = log.append(&txn_batch(1, 1, 1), 0).await;
         assert!(
@@ -161,9 +165,63 @@ fn a_marker_at_an_older_epoch_than_the_partitions_is_refused_and_a_newer_one_fen
             "an epoch-0 batch after an epoch-1 marker"
         );
         assert!(matches!(
-            log.append_marker(1, 0, true, 0, 0).await,
+            log.append_marker(1, 0, true, 0, 0, MarkerEnds::AtItsEpoch)
+                .await,
             Err(StorageError::Sequence(_))
         ));
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+#[test]
+fn a_v2_marker_delayed_from_the_transaction_before_does_not_end_the_one_open() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let log = open(&storage, dir.path(), 1 << 30).await;
+        let at_epoch = |epoch: i16| {
+            let mut b = BatchBuilder::new(4096, 0)
+                .producer(Producer {
+                    id: 1,
+                    epoch,
+                    base_sequence: 0,
+                })
+                .transactional();
+            b.push(0, None, b"v");
+            ProducePayload::validate(b.finish(), 1 << 20).expect("valid")
+        };
+        let v2_marker =
+            |epoch: i16| log.append_marker(1, epoch, false, 0, 0, MarkerEnds::BeforeItsEpoch);
+        // The transaction at epoch 0 ends with a marker at epoch 1; the next runs at 1.
+        stored(&log, &at_epoch(0)).await;
+        v2_marker(1)
+            .await
+            .expect("marker")
+            .durable
+            .await
+            .expect("durable");
+        let next = stored(&log, &at_epoch(1)).await;
+        assert_eq!(log.last_stable_offset(), next);
+        // The first transaction's marker again, late: refused, the next stays open.
+        assert!(matches!(
+            v2_marker(1).await,
+            Err(StorageError::Sequence(SequenceError::StaleEpoch {
+                current: 1,
+                ..
+            }))
+        ));
+        assert_eq!(log.last_stable_offset(), next);
+        assert_eq!(log.open_transactions(), vec![(1, next)]);
+        // Its own marker, at epoch 2, ends it.
+        v2_marker(2)
+            .await
+            .expect("marker")
+            .durable
+            .await
+            .expect("durable");
+        assert_eq!(log.last_stable_offset(), log.high_watermark());
+        assert_eq!(log.stable_view(Offset(0)).aborted.len(), 2);
         log.close().await.expect("close");
         storage.shutdown().await;
     });

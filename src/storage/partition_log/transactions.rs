@@ -21,10 +21,12 @@ use super::{durable::Durable, durable::Wait, LogRead, LogState, PartitionLog, St
 use crate::storage::{
     batch_records,
     partition_txns::{AbortedTxn, PartitionTxns, TxnBatch},
+    producer_state::SequenceError,
     record_batch::{BatchHeader, ProducePayload, RecordBatch},
     segment_reader::{SegmentReader, SCAN_WINDOW_BYTES},
     BatchError, FilePosition, Offset, Result, StorageError,
 };
+use crate::txn::state::EPOCH_MAX;
 
 use super::Appended;
 
@@ -64,6 +66,19 @@ pub(super) fn txn_batch(batch: &RecordBatch<'_>) -> Result<Option<TxnBatch>> {
     Ok(Some(TxnBatch::Marker {
         commit: kind == MARKER_COMMIT,
     }))
+}
+
+/// Which of its producer's transactions a marker may end, by epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerEnds {
+    /// One at the marker's epoch or an earlier one: transactions V1's EndTxn, whose
+    /// markers carry the transaction's own epoch.
+    AtItsEpoch,
+    /// Only one at an earlier epoch: the marker's epoch was bumped past its
+    /// transaction's (transactions V2's EndTxn, a fencing abort), so a transaction open
+    /// here at the marker's epoch is the producer's next one (Kafka's TV2 marker rule).
+    /// An open epoch that cannot be bumped any more is ended by a marker at it.
+    BeforeItsEpoch,
 }
 
 /// A producer as a partition knows it (DescribeProducers).
@@ -165,7 +180,8 @@ impl PartitionLog {
     /// Writes the COMMIT or ABORT marker ending `producer_id`'s transaction here, as
     /// the leader at `leader_epoch`; await its [`Appended::durable`] before the
     /// coordinator counts the partition done. A marker whose producer epoch is older
-    /// than the partition's is refused (a stale coordinator); a newer one fences the
+    /// than the partition's is refused (a stale coordinator), and so is one `ends` says
+    /// belongs to an earlier transaction than the one open here; a newer one fences the
     /// producer's older epochs here.
     pub async fn append_marker(
         &self,
@@ -174,11 +190,32 @@ impl PartitionLog {
         commit: bool,
         coordinator_epoch: i32,
         leader_epoch: i32,
+        ends: MarkerEnds,
     ) -> Result<Appended> {
         let now = self.shared.env.clock.now_ms();
         let batch = control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now);
         let payload = ProducePayload::validate(batch, usize::MAX)?;
-        self.append_as(&payload, Stamp::Leader(leader_epoch)).await
+        let permit = self.lock_appends().await?;
+        if ends == MarkerEnds::BeforeItsEpoch {
+            let st = self.shared.state.borrow();
+            let open_epoch = st
+                .producers
+                .epoch_of(producer_id)
+                .filter(|_| st.txns.is_open(producer_id));
+            if let Some(current) = open_epoch.filter(|e| producer_epoch <= *e && *e < EPOCH_MAX) {
+                // A marker of the transaction before, delayed: the one open here is the
+                // next, which this marker must not end.
+                tracing::info!(log = %self.shared.dir.display(), producer_id, epoch = producer_epoch, current, "a marker of an earlier transaction refused");
+                return Err(SequenceError::StaleEpoch {
+                    producer_id,
+                    epoch: producer_epoch,
+                    current,
+                }
+                .into());
+            }
+        }
+        self.append_holding(&permit, &payload, Stamp::Leader(leader_epoch))
+            .await
     }
 
     /// Rebuilds the transactions from the checkpoint and the batches after it.

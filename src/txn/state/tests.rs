@@ -41,6 +41,10 @@ fn a_transaction_commits_and_the_next_init_bumps_the_epoch() {
         panic!("prepare")
     };
     assert_eq!(m.state, TxnState::PrepareCommit);
+    assert!(
+        !m.markers_bump_epoch,
+        "V1 markers carry the transaction's epoch"
+    );
     assert_eq!(
         add(Some(&m), 7, 0, &[p("b", 0)], &[], 4),
         Err(ResponseError::ConcurrentTransactions)
@@ -75,8 +79,12 @@ fn a_new_instance_aborts_the_open_transaction_and_fences_the_old_one() {
         panic!("abort first")
     };
     assert_eq!(
-        (fenced.state, fenced.producer_epoch),
-        (TxnState::PrepareAbort, 1)
+        (
+            fenced.state,
+            fenced.producer_epoch,
+            fenced.markers_bump_epoch
+        ),
+        (TxnState::PrepareAbort, 1, true)
     );
     assert_eq!(fenced.partitions, m.partitions, "markers go where it wrote");
     assert_eq!(
@@ -167,7 +175,10 @@ fn transactions_v2_bump_the_epoch_and_a_delayed_end_cannot_end_the_next_one() {
     let EndOutcome::Prepare(m) = end(Some(&m), 7, 0, true, TxnProtocol::V2, 2).expect("end") else {
         panic!("prepare")
     };
-    assert_eq!((m.state, m.producer_epoch), (TxnState::PrepareCommit, 1));
+    assert_eq!(
+        (m.state, m.producer_epoch, m.markers_bump_epoch),
+        (TxnState::PrepareCommit, 1, true)
+    );
     assert_eq!(
         next_producer(&m),
         (7, 1),
