@@ -54,6 +54,70 @@ fn last_stable_request(topic: &str) -> kafka_protocol::messages::ListOffsetsRequ
     req
 }
 
+/// EndTxn of `id`'s transaction: commit when `committed`, abort otherwise.
+fn end_txn_request(
+    id: &str,
+    producer_id: kafka_protocol::messages::ProducerId,
+    epoch: i16,
+    committed: bool,
+) -> kafka_protocol::messages::EndTxnRequest {
+    let mut end = kafka_protocol::messages::EndTxnRequest::default();
+    end.transactional_id =
+        kafka_protocol::messages::TransactionalId(StrBytes::from_string(id.to_string()));
+    end.producer_id = producer_id;
+    end.producer_epoch = epoch;
+    end.committed = committed;
+    end
+}
+
+/// TxnOffsetCommit of `offset` for partition 0 of topic `in` in `group`, in `id`'s
+/// transaction at `epoch`, from outside any generation.
+fn txn_offset_commit_request(
+    id: &str,
+    group: &str,
+    producer_id: kafka_protocol::messages::ProducerId,
+    epoch: i16,
+    offset: i64,
+) -> kafka_protocol::messages::TxnOffsetCommitRequest {
+    use kafka_protocol::messages::{
+        txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic},
+        GroupId, TransactionalId, TxnOffsetCommitRequest,
+    };
+    let mut commit = TxnOffsetCommitRequest::default();
+    commit.transactional_id = TransactionalId(StrBytes::from_string(id.to_string()));
+    commit.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    commit.producer_id = producer_id;
+    commit.producer_epoch = epoch;
+    commit.generation_id = -1;
+    let mut p = TxnOffsetCommitRequestPartition::default();
+    p.partition_index = 0;
+    p.committed_offset = offset;
+    let mut t = TxnOffsetCommitRequestTopic::default();
+    t.name = name("in");
+    t.partitions = vec![p];
+    commit.topics = vec![t];
+    commit
+}
+
+/// OffsetFetch of partition 0 of topic `in` in `group`, asking for stable offsets
+/// (UNSTABLE_OFFSET_COMMIT while some are pending in a transaction).
+fn stable_offset_fetch_request(group: &str) -> kafka_protocol::messages::OffsetFetchRequest {
+    use kafka_protocol::messages::{
+        offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics},
+        GroupId, OffsetFetchRequest,
+    };
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = GroupId(StrBytes::from_string(group.to_string()));
+    let mut ft = OffsetFetchRequestTopics::default();
+    ft.name = name("in");
+    ft.partition_indexes = vec![0];
+    g.topics = Some(vec![ft]);
+    let mut fetch = OffsetFetchRequest::default();
+    fetch.groups = vec![g];
+    fetch.require_stable = true;
+    fetch
+}
+
 /// An idempotent producer's id and epoch from the broker at `port`.
 fn idempotent_producer(port: u16) -> Producer {
     let mut init = InitProducerIdRequest::default();
@@ -350,7 +414,7 @@ fn a_retried_idempotent_batch_is_stored_once() {
 fn transactional_requests_out_of_order_get_kafkas_errors_and_store_nothing() {
     use kafka_protocol::messages::{
         add_partitions_to_txn_request::AddPartitionsToTxnTopic, AddPartitionsToTxnRequest,
-        EndTxnRequest, FindCoordinatorRequest, ProducerId, TransactionalId,
+        FindCoordinatorRequest, ProducerId, TransactionalId,
     };
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 1, &[]);
@@ -389,11 +453,7 @@ fn transactional_requests_out_of_order_get_kafkas_errors_and_store_nothing() {
         "the same id, the next epoch"
     );
 
-    let mut end = EndTxnRequest::default();
-    end.transactional_id = id.clone();
-    end.producer_id = again.producer_id;
-    end.producer_epoch = 1;
-    end.committed = true;
+    let end = end_txn_request(id.0.as_str(), again.producer_id, 1, true);
     assert_eq!(
         call(&mut connect(port), &end, 3).error_code,
         code(ResponseError::InvalidTxnState),
@@ -723,7 +783,7 @@ fn a_taken_port_stops_a_second_broker_and_a_stopped_one_frees_it_at_once() {
 /// (KAFKA-17754, which V1 allows).
 #[test]
 fn transactions_v2_end_each_transaction_at_a_new_epoch_and_a_delayed_end_ends_nothing() {
-    use kafka_protocol::messages::{EndTxnRequest, TransactionalId};
+    use kafka_protocol::messages::TransactionalId;
     use weir_client::record_batch::BatchBuilder;
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 2, &[]);
@@ -766,12 +826,11 @@ fn transactions_v2_end_each_transaction_at_a_new_epoch_and_a_delayed_end_ends_no
         (p.error_code, p.base_offset)
     };
     let end = |epoch: i16, committed: bool| {
-        let mut e = EndTxnRequest::default();
-        e.transactional_id = id.clone();
-        e.producer_id = pid;
-        e.producer_epoch = epoch;
-        e.committed = committed;
-        let r = call(&mut connect(port), &e, 5);
+        let r = call(
+            &mut connect(port),
+            &end_txn_request("tx2-id", pid, epoch, committed),
+            5,
+        );
         (r.error_code, r.producer_epoch)
     };
     let last_stable = || {
@@ -945,12 +1004,7 @@ fn a_transactional_id_idle_past_its_expiration_is_forgotten_and_an_open_one_is_k
 
 #[test]
 fn a_zombies_txn_offset_commit_after_its_transaction_was_fenced_is_refused_and_stores_nothing() {
-    use kafka_protocol::messages::{
-        offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics},
-        txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic},
-        AddOffsetsToTxnRequest, GroupId, OffsetFetchRequest, TransactionalId,
-        TxnOffsetCommitRequest,
-    };
+    use kafka_protocol::messages::{AddOffsetsToTxnRequest, GroupId, TransactionalId};
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 1, &[]);
     let port = broker.port;
@@ -988,19 +1042,7 @@ fn a_zombies_txn_offset_commit_after_its_transaction_was_fenced_is_refused_and_s
     assert!(epoch > zombie_epoch);
     // The zombie's offsets arrive late: refused, and not left pending for the new
     // instance's next COMMIT to apply.
-    let mut commit = TxnOffsetCommitRequest::default();
-    commit.transactional_id = id.clone();
-    commit.group_id = GroupId(StrBytes::from_static_str("copier"));
-    commit.producer_id = pid;
-    commit.producer_epoch = zombie_epoch;
-    commit.generation_id = -1;
-    let mut p = TxnOffsetCommitRequestPartition::default();
-    p.partition_index = 0;
-    p.committed_offset = 5;
-    let mut t = TxnOffsetCommitRequestTopic::default();
-    t.name = name("in");
-    t.partitions = vec![p];
-    commit.topics = vec![t];
+    let commit = txn_offset_commit_request("zombie-id", "copier", pid, zombie_epoch, 5);
     let answer = call(&mut connect(port), &commit, 3);
     assert_eq!(
         answer.topics[0].partitions[0].error_code,
@@ -1012,16 +1054,11 @@ fn a_zombies_txn_offset_commit_after_its_transaction_was_fenced_is_refused_and_s
         code(ResponseError::InvalidProducerEpoch),
         "as versions before KIP-588 say it"
     );
-    let mut g = OffsetFetchRequestGroup::default();
-    g.group_id = GroupId(StrBytes::from_static_str("copier"));
-    let mut ft = OffsetFetchRequestTopics::default();
-    ft.name = name("in");
-    ft.partition_indexes = vec![0];
-    g.topics = Some(vec![ft]);
-    let mut fetch_offsets = OffsetFetchRequest::default();
-    fetch_offsets.groups = vec![g];
-    fetch_offsets.require_stable = true;
-    let fetched = call(&mut connect(port), &fetch_offsets, 8);
+    let fetched = call(
+        &mut connect(port),
+        &stable_offset_fetch_request("copier"),
+        8,
+    );
     let partition = &fetched.groups[0].topics[0].partitions[0];
     assert_eq!(
         (partition.error_code, partition.committed_offset),
@@ -1034,7 +1071,7 @@ fn a_zombies_txn_offset_commit_after_its_transaction_was_fenced_is_refused_and_s
 fn the_next_transaction_enrolled_right_after_end_txn_waits_for_the_markers_instead_of_failing() {
     use kafka_protocol::messages::{
         add_partitions_to_txn_request::AddPartitionsToTxnTopic, AddPartitionsToTxnRequest,
-        EndTxnRequest, TransactionalId,
+        TransactionalId,
     };
     use weir_client::record_batch::BatchBuilder;
     let dir = scratch_dir();
@@ -1072,11 +1109,7 @@ fn the_next_transaction_enrolled_right_after_end_txn_waits_for_the_markers_inste
     req.transactional_id = Some(id.clone());
     let r = call(&mut conn, &req, 9);
     assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
-    let mut end = EndTxnRequest::default();
-    end.transactional_id = id.clone();
-    end.producer_id = pid;
-    end.producer_epoch = 0;
-    end.committed = true;
+    let end = end_txn_request("tx3-id", pid, 0, true);
     assert_eq!(call(&mut conn, &end, 3).error_code, 0);
     // EndTxn answered once decided; the next transaction's enrolment, sent at once,
     // waits for the markers (Kafka would answer CONCURRENT_TRANSACTIONS to retry)...
@@ -1092,59 +1125,32 @@ fn the_next_transaction_enrolled_right_after_end_txn_waits_for_the_markers_inste
 #[test]
 fn a_marker_delayed_from_the_previous_v2_transaction_leaves_the_next_ones_offsets_pending() {
     use kafka_protocol::messages::{
-        offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopics},
-        txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic},
         write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic},
-        EndTxnRequest, GroupId, OffsetFetchRequest, TransactionalId, TxnOffsetCommitRequest,
         WriteTxnMarkersRequest,
     };
     let dir = scratch_dir();
     let broker = Broker::start(&dir.path().join("data"), 1, &[]);
     let port = broker.port;
     assert_eq!(create(port, "in", 1), 0);
-    let id = TransactionalId(StrBytes::from_static_str("late-id"));
-    let group = GroupId(StrBytes::from_static_str("late"));
     let producer = call(&mut connect(port), &init_transactional("late-id"), 4);
     assert_eq!((producer.error_code, producer.producer_epoch), (0, 0));
     let pid = producer.producer_id;
     // Transactions V2: TxnOffsetCommit v5 enrols the group itself.
     let commit_offset = |epoch: i16, offset: i64| {
-        let mut commit = TxnOffsetCommitRequest::default();
-        commit.transactional_id = id.clone();
-        commit.group_id = group.clone();
-        commit.producer_id = pid;
-        commit.producer_epoch = epoch;
-        commit.generation_id = -1;
-        let mut p = TxnOffsetCommitRequestPartition::default();
-        p.partition_index = 0;
-        p.committed_offset = offset;
-        let mut t = TxnOffsetCommitRequestTopic::default();
-        t.name = name("in");
-        t.partitions = vec![p];
-        commit.topics = vec![t];
+        let commit = txn_offset_commit_request("late-id", "late", pid, epoch, offset);
         call(&mut connect(port), &commit, 5).topics[0].partitions[0].error_code
     };
     let end = |epoch: i16| {
-        let mut e = EndTxnRequest::default();
-        e.transactional_id = id.clone();
-        e.producer_id = pid;
-        e.producer_epoch = epoch;
-        e.committed = true;
-        let r = call(&mut connect(port), &e, 5);
+        let r = call(
+            &mut connect(port),
+            &end_txn_request("late-id", pid, epoch, true),
+            5,
+        );
         (r.error_code, r.producer_epoch)
     };
     // (error, offset) of the group's partition, asking for stable offsets.
     let fetched = || {
-        let mut g = OffsetFetchRequestGroup::default();
-        g.group_id = group.clone();
-        let mut ft = OffsetFetchRequestTopics::default();
-        ft.name = name("in");
-        ft.partition_indexes = vec![0];
-        g.topics = Some(vec![ft]);
-        let mut fetch = OffsetFetchRequest::default();
-        fetch.groups = vec![g];
-        fetch.require_stable = true;
-        let answer = call(&mut connect(port), &fetch, 8);
+        let answer = call(&mut connect(port), &stable_offset_fetch_request("late"), 8);
         let p = &answer.groups[0].topics[0].partitions[0];
         (p.error_code, p.committed_offset)
     };
