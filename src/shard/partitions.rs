@@ -197,10 +197,17 @@ impl ShardContext {
     }
 
     /// Deletes the segments each open partition keeps past its retention (time and
-    /// size), and forgets the idempotent producers silent past their expiration: one
-    /// pass, run every `RETENTION_CHECK_INTERVAL` by the shard's tasks.
+    /// size), and forgets the idempotent producers silent past their expiration (and
+    /// the marker epochs the groups keep for them): one pass, run every `RETENTION_CHECK_INTERVAL` by the shard's tasks.
     pub(super) async fn enforce_retention(&self) {
         let producer_expiration = self.config.transactions.producer_id_expiration;
+        let forgotten = self.coordinator.forget_marker_epochs(producer_expiration);
+        if forgotten > 0 {
+            tracing::debug!(
+                producers = forgotten,
+                "forgot idle producers' marker epochs"
+            );
+        }
         for ((topic, p), log) in self.logs.all() {
             // Thousands of partitions: a pass gives way to requests in between.
             glommio::yield_if_needed().await;

@@ -48,9 +48,9 @@ pub struct Coordinator {
     /// request at a time (see [`producer_lock`](Self::producer_lock)).
     producers: KeyedLocks<i64>,
     /// The highest epoch of a transaction marker that reached this shard's groups,
-    /// per producer id, since the shard started (see
-    /// [`note_marker`](Self::note_marker)).
-    marker_epochs: RefCell<HashMap<i64, i16>>,
+    /// per producer id, since the shard started, and when the last one came (see
+    /// [`note_marker`](Self::note_marker)); forgotten with the producer.
+    marker_epochs: RefCell<HashMap<i64, (i16, Instant)>>,
 }
 
 /// An offset to commit: topic, partition, and what to store.

@@ -381,3 +381,25 @@ fn a_group_that_moves_away_answers_its_waiting_members_not_coordinator() {
         assert!(c.evict(|_| false).is_empty());
     });
 }
+
+#[test]
+fn marker_epochs_fence_older_epochs_until_the_producer_is_forgotten() {
+    let dir = test_dir();
+    let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
+    let c = Coordinator::new(store);
+    c.note_marker(7, 3);
+    c.note_marker(7, 2);
+    assert!(
+        c.ended_before(7, 2),
+        "a marker of epoch 3 ended epoch 2's transaction"
+    );
+    assert!(
+        !c.ended_before(7, 3),
+        "the same epoch is not ended (V2's next transaction)"
+    );
+    assert!(!c.ended_before(8, 0), "another producer");
+    assert_eq!(c.forget_marker_epochs(Duration::from_secs(3600)), 0);
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(c.forget_marker_epochs(Duration::from_millis(1)), 1);
+    assert!(!c.ended_before(7, 2), "forgotten with the producer");
+}

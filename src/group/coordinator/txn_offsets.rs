@@ -2,7 +2,10 @@
 //! commits (TxnOffsetCommit) wait, pending, until the transaction coordinator's marker
 //! reaches the group; then they are committed with their fencing, or dropped.
 
-use std::sync::Arc;
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use kafka_protocol::ResponseError;
 
@@ -25,9 +28,21 @@ impl Coordinator {
     /// A marker of `producer_id` at `epoch` reached this shard's groups. Call it
     /// holding the producer's lock.
     pub fn note_marker(&self, producer_id: i64, epoch: i16) {
+        let now = Instant::now();
         let mut epochs = self.marker_epochs.borrow_mut();
-        let seen = epochs.entry(producer_id).or_insert(epoch);
-        *seen = (*seen).max(epoch);
+        let seen = epochs.entry(producer_id).or_insert((epoch, now));
+        *seen = (seen.0.max(epoch), now);
+    }
+
+    /// Forgets the marker epochs of producers no marker reached for `expiration` (the
+    /// partitions' `producer.id.expiration.ms`): a zombie silent that long is not
+    /// refused here, as a partition that forgot its producer takes its batches.
+    /// Returns how many were forgotten.
+    pub fn forget_marker_epochs(&self, expiration: Duration) -> usize {
+        let mut epochs = self.marker_epochs.borrow_mut();
+        let before = epochs.len();
+        epochs.retain(|_, (_, seen)| seen.elapsed() <= expiration);
+        before - epochs.len()
     }
 
     /// True when a marker of a later epoch than `epoch` reached this shard's groups
@@ -44,7 +59,7 @@ impl Coordinator {
         self.marker_epochs
             .borrow()
             .get(&producer_id)
-            .is_some_and(|seen| *seen > epoch)
+            .is_some_and(|(seen, _)| *seen > epoch)
     }
 
     /// TxnOffsetCommit: fences the committer as OffsetCommit does when it names its
