@@ -15,6 +15,7 @@ use crate::storage::{
     test_support::{run, test_dir},
     ShardStorage,
 };
+use bytes::Bytes;
 
 /// A record as read back: offset → (key, value; `None` for a tombstone).
 type Contents = BTreeMap<u64, (Option<Vec<u8>>, Option<Vec<u8>>)>;

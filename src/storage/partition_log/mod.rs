@@ -26,13 +26,11 @@ use std::{
     task::Waker,
 };
 
-use bytes::Bytes;
 use glommio::io::Directory;
 
 use crate::semaphore::{Permit, Semaphore};
 
 use super::{
-    batch_cache::SegmentKey,
     config::LogConfig,
     error::FenceReason,
     flush::FlushTarget,
@@ -43,7 +41,6 @@ use super::{
     recovery::RecoveryReport,
     segment::{Segment, SegmentPaths},
     segment_files::{open_dir, sync_dir},
-    segment_reader::SegmentReader,
     Offset, Result, StorageError,
 };
 
@@ -60,6 +57,7 @@ mod flush_target;
 mod leader_epochs;
 mod log_dir;
 mod producer_rebuild;
+mod read;
 #[cfg(test)]
 mod recycle_tests;
 mod replica;
@@ -76,23 +74,13 @@ pub use delete_records::LOG_START_FILE;
 pub use durable::{Durable, Wait};
 pub use leader_epochs::{EpochEnd, LeaderEpochs};
 pub use log_dir::{claim_dir, topic_id_in, Claim, PARTITION_METADATA_FILE};
+pub use read::LogRead;
 pub use replica::{cut_log, Truncation};
 pub use timestamp_lookup::{TimestampOffset, TimestampQuery};
 pub use transactions::{ActiveProducer, MarkerEnds, StableView, TXN_CHECKPOINT_FILE};
 
 use log_dir::list_segments;
 use producer_rebuild::check_sequences;
-
-/// What a read returned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogRead {
-    /// Whole stored batches, exactly as stored; empty at the high watermark.
-    pub records: Bytes,
-    /// The high watermark when the read began.
-    pub high_watermark: Offset,
-    /// The log start offset when the read began.
-    pub log_start_offset: Offset,
-}
 
 /// How an append's batches get their offsets and leader epoch.
 #[derive(Debug, Clone, Copy)]
@@ -611,88 +599,6 @@ impl PartitionLog {
         }
         self.enqueue_flush(0);
         self.checkpoint_transactions(base).await
-    }
-
-    /// Stored batches starting with the one that contains `offset`, at most `max_bytes`
-    /// except that the first batch is always whole (Kafka's fetch rule), never at or past
-    /// the high watermark, all from one segment. Fails with `OffsetOutOfRange` outside
-    /// `[log start, log end]`; at or past the high watermark the records are empty.
-    pub async fn read(&self, offset: Offset, max_bytes: usize) -> Result<LogRead> {
-        self.read_below(offset, max_bytes, |st| st.high_watermark)
-            .await
-    }
-
-    /// What a follower replicating this log reads: as [`read`](Self::read), but up to
-    /// everything durable here rather than the high watermark.
-    pub async fn read_replica(&self, offset: Offset, max_bytes: usize) -> Result<LogRead> {
-        self.read_below(offset, max_bytes, |st| st.durable_end)
-            .await
-    }
-
-    async fn read_below(
-        &self,
-        offset: Offset,
-        max_bytes: usize,
-        bound: impl Fn(&LogState) -> Offset,
-    ) -> Result<LogRead> {
-        let mut segment_index = None;
-        loop {
-            let (reader, start, read, below) = {
-                let st = self.shared.state.borrow();
-                if st.closed {
-                    return Err(StorageError::Closed(self.shared.dir.clone()));
-                }
-                let read = LogRead {
-                    records: Bytes::new(),
-                    high_watermark: st.high_watermark,
-                    log_start_offset: st.log_start,
-                };
-                if offset < st.log_start || offset > st.log_end {
-                    return Err(StorageError::OffsetOutOfRange {
-                        requested: offset,
-                        log_start: st.log_start,
-                        high_watermark: st.high_watermark,
-                    });
-                }
-                if offset >= bound(&st) {
-                    return Ok(read);
-                }
-                let i = match segment_index {
-                    Some(i) => i,
-                    None => st.segments.partition_point(|s| s.base() <= offset) - 1,
-                };
-                let Some(segment) = st.segments.get(i) else {
-                    return Ok(read);
-                };
-                segment_index = Some(i + 1);
-                let below = bound(&st).to_wire();
-                (
-                    self.reader(segment),
-                    segment.index().lookup(offset),
-                    read,
-                    below,
-                )
-            };
-            if let Some(records) = reader
-                .read_batches(start, offset.0 as i64, below, max_bytes)
-                .await?
-            {
-                return Ok(LogRead { records, ..read });
-            }
-        }
-    }
-
-    fn reader(&self, segment: &Segment) -> SegmentReader {
-        SegmentReader {
-            file: Rc::clone(&segment.log_file),
-            path: segment.paths.log.clone(),
-            key: SegmentKey {
-                log_id: self.shared.env.id,
-                base_offset: segment.base().0,
-            },
-            cache: Rc::clone(&self.shared.env.cache),
-            limit: segment.flushed_size(),
-        }
     }
 
     fn wake_waiters(&self) {

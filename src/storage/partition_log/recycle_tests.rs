@@ -19,6 +19,7 @@ use crate::{
         Clock, FlushConfig, ShardStorage,
     },
 };
+use bytes::Bytes;
 
 fn config() -> LogConfig {
     LogConfig {

@@ -8,6 +8,7 @@ use crate::storage::{
     test_support::{run, test_dir},
     ShardStorage,
 };
+use bytes::Bytes;
 use weir_client::record_batch::build_batch;
 
 /// Opens (or reopens) the log in `dir`/t-0.
