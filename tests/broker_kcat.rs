@@ -88,7 +88,15 @@ fn kcat_produces_and_consumes_across_shards_with_every_ack_mode() {
             "partition {p} is led by shard {leader}: {metadata}"
         );
     }
-    let got = consume_all(&broker, "orders");
+    // An acks=0 producer is done once its batches are written to the socket: they
+    // become readable when the broker has made them durable, a moment later (kcat -e
+    // stops at the high watermark it finds).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut got = consume_all(&broker, "orders");
+    while got.len() < sent.len() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        got = consume_all(&broker, "orders");
+    }
     let partitions: std::collections::BTreeSet<u32> = got.iter().map(|r| r.0).collect();
     assert_eq!(
         partitions.len(),
