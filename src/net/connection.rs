@@ -246,6 +246,19 @@ where
         // Shut the sending side now (a non-blocking shutdown(2)), so the client sees the
         // end of the stream even while the broker has nothing else to do.
         let closed = writer.close().await;
+        // Requests read before the answers stopped still run to their end, answered to
+        // no one, as Kafka's handlers finish what they took: dropping their tasks would
+        // cancel them, and an acks=0 producer that wrote its last batches and closed
+        // (its Metadata answer then failing to go out) lost batches the broker had read.
+        while let Some((task, permit, claim)) = rx.recv().await {
+            let claims = Rc::clone(&writer_claims);
+            glommio::spawn_local(async move {
+                let _ = task.await;
+                drop(permit);
+                claims.release(claim);
+            })
+            .detach();
+        }
         written.and(closed.map_err(ConnectionError::Io))
     });
     let mut frames = FrameReader::new(ctx.config.max_request_bytes);
