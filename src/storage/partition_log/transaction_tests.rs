@@ -2,7 +2,7 @@
 //! list, and their rebuild on reopen (from the roll checkpoint, from a checkpoint inside
 //! the segment, and from a full scan).
 
-use super::*;
+use super::{transactions::last_offset_in, *};
 use crate::storage::{
     partition_txns::AbortedTxn,
     producer_state::SequenceError,
@@ -222,6 +222,41 @@ fn a_v2_marker_delayed_from_the_transaction_before_does_not_end_the_one_open() {
             .expect("durable");
         assert_eq!(log.last_stable_offset(), log.high_watermark());
         assert_eq!(log.stable_view(Offset(0)).aborted.len(), 2);
+        log.close().await.expect("close");
+        storage.shutdown().await;
+    });
+}
+
+#[test]
+fn a_read_committed_names_only_the_aborted_transactions_of_the_batches_it_returns() {
+    let dir = test_dir();
+    run(async move {
+        let storage = start_storage(dir.path()).await;
+        let log = open(&storage, dir.path(), 1 << 30).await;
+        // Producer 1's transaction at offsets 0-2, aborted at 3; producer 2's at 4-6,
+        // aborted at 7.
+        for id in [1, 2] {
+            stored(&log, &txn_batch(id, 0, 3)).await;
+            marker(&log, id, false).await;
+        }
+        let names = |view: &StableView| -> Vec<i64> {
+            view.aborted.iter().map(|a| a.producer_id).collect()
+        };
+        // One byte: the first batch alone, whole (Kafka's fetch rule).
+        let (read, view) = log.read_committed(Offset(0), 1).await.expect("read");
+        assert_eq!(last_offset_in(&read.records), Some(2));
+        assert_eq!(
+            names(&view),
+            vec![1],
+            "not producer 2's, beyond the batch read"
+        );
+        let (_, view) = log.read_committed(Offset(0), 1 << 20).await.expect("read");
+        assert_eq!(names(&view), vec![1, 2]);
+        let (_, view) = log.read_committed(Offset(4), 1 << 20).await.expect("read");
+        assert_eq!(names(&view), vec![2]);
+        let end = log.high_watermark();
+        let (read, view) = log.read_committed(end, 1 << 20).await.expect("read");
+        assert!(read.records.is_empty() && view.aborted.is_empty());
         log.close().await.expect("close");
         storage.shutdown().await;
     });

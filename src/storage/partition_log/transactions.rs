@@ -81,6 +81,21 @@ pub enum MarkerEnds {
     BeforeItsEpoch,
 }
 
+/// The offset of the last record of the last whole batch in `records` (stored batches,
+/// as a read returns them); `None` when there is none.
+pub(super) fn last_offset_in(records: &[u8]) -> Option<u64> {
+    let mut rest = records;
+    let mut last = None;
+    while let Some(h) = BatchHeader::parse(rest) {
+        let Some(after) = rest.get(h.total_bytes..) else {
+            break;
+        };
+        last = u64::try_from(h.last_offset()).ok();
+        rest = after;
+    }
+    last
+}
+
 /// A producer as a partition knows it (DescribeProducers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ActiveProducer {
@@ -125,15 +140,21 @@ impl PartitionLog {
 
     /// What a `read_committed` consumer reads from `offset`: as
     /// [`read`](Self::read), but nothing at or past the last stable offset; with the
-    /// LSO and the aborted transactions in the range read, taken when the read began.
+    /// LSO, taken when the read began, and the aborted transactions with records in the
+    /// batches read (Kafka's upper bound: a fetch near the start of a long log does not
+    /// carry the list of every aborted transaction after it).
     pub async fn read_committed(
         &self,
         offset: Offset,
         max_bytes: usize,
     ) -> Result<(LogRead, StableView)> {
-        let view = self.stable_view(offset);
+        let mut view = self.stable_view(offset);
         let bound = view.last_stable;
         let read = self.read_below(offset, max_bytes, |_| bound).await?;
+        match last_offset_in(&read.records) {
+            Some(last) => view.aborted.retain(|a| a.first_offset.0 <= last),
+            None => view.aborted.clear(),
+        }
         Ok((read, view))
     }
 
