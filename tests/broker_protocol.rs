@@ -871,6 +871,23 @@ fn transactions_v2_end_each_transaction_at_a_new_epoch_and_a_delayed_end_ends_no
         "as Kafka refuses a TV2 marker no later than the producer's epoch"
     );
     assert_eq!(last_stable(), 2, "the second transaction is still open");
+    // Markers for a group coordinator slot go to its coordinator only: shard 0 holds
+    // slot 0 of this two-shard host, not slot 1, and refuses to end what it cannot see.
+    let slot_marker = |slot: u32| {
+        let marker = weir::txn::markers::request(
+            weir::txn::markers::TxnEnd {
+                producer_id: pid.0,
+                producer_epoch: 1,
+                commit: false,
+                coordinator_epoch: 0,
+                ends: weir::storage::partition_log::MarkerEnds::BeforeItsEpoch,
+            },
+            &[("__consumer_offsets".to_string(), slot)],
+        );
+        call(&mut connect(port), &marker, 1).markers[0].topics[0].partitions[0].error_code
+    };
+    assert_eq!(slot_marker(0), 0);
+    assert_eq!(slot_marker(1), code(ResponseError::NotCoordinator));
     assert_eq!(end(1, false), (0, 2), "aborted; go on at epoch 2");
     // EndTxn answers once the decision is durable, as Kafka's does; the marker follows.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -1174,7 +1191,8 @@ fn a_marker_delayed_from_the_previous_v2_transaction_leaves_the_next_ones_offset
     marker.transaction_result = false;
     let mut slots = WritableTxnMarkerTopic::default();
     slots.name = name("__consumer_offsets");
-    slots.partition_indexes = (0..50).collect();
+    // A single host of one shard has one coordinator slot.
+    slots.partition_indexes = vec![0];
     marker.topics = vec![slots];
     let mut late = WriteTxnMarkersRequest::default();
     late.markers = vec![marker];

@@ -138,6 +138,13 @@ async fn end_group_offsets(
     slot: i32,
     end: TxnEnd,
 ) -> Result<(), ResponseError> {
+    // Only the slot's coordinator, once it has applied the slot's journal, knows which
+    // offsets are pending: anywhere else the marker would find none and be answered
+    // done, leaving them pending for good.
+    ctx.resync().await;
+    if !ctx.coordinates_slot(slot as u32) {
+        return Err(ResponseError::NotCoordinator);
+    }
     // A TxnOffsetCommit of the producer in flight here either wrote its offsets
     // before (this marker ends them) or sees this marker's epoch and writes nothing.
     let lock = ctx.coordinator.producer_lock(end.producer_id);

@@ -17,20 +17,27 @@ impl ShardContext {
     /// shard has not caught up with it yet, so a group's first request after the table
     /// was filled is not turned away.
     pub fn owns_group(&self, group: &str) -> bool {
-        let owns =
-            |table: &[NodeId]| table.get(coordinator_slot(group, table.len())) == Some(&self.node);
+        let slots = if self.registry.version() != self.view.version() {
+            self.registry.cluster().coordinators.len()
+        } else {
+            self.view.snapshot().view.coordinators.len()
+        };
+        self.coordinates_slot(coordinator_slot(group, slots) as u32)
+    }
+
+    /// True when this shard coordinates the groups of coordinator slot `slot`: the slot
+    /// is this shard's in the coordinator table and, on a cluster, the shard leads the
+    /// slot's offsets journal partition and has applied it (leading it is not enough
+    /// until its commits are applied here: a transaction marker that found no offsets
+    /// pending before then would end nothing and still be answered done).
+    pub fn coordinates_slot(&self, slot: u32) -> bool {
+        let owns = |table: &[NodeId]| table.get(slot as usize) == Some(&self.node);
         let coordinates = if self.registry.version() != self.view.version() {
             owns(&self.registry.cluster().coordinators)
         } else {
             owns(&self.view.snapshot().view.coordinators)
         };
-        // Leading the group's journal partition is not enough until its commits are
-        // applied here.
-        coordinates
-            && self
-                .view
-                .journal_slot(group)
-                .is_none_or(|p| self.replication.journal_ready(p))
+        coordinates && (!self.view.has_journal() || self.replication.journal_ready(slot))
     }
 
     /// The journal to change `group`'s offsets through when this shard coordinates it

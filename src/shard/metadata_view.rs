@@ -193,6 +193,12 @@ impl MetadataView {
         Some(coordinator_slot(group, journal.partitions as usize) as u32)
     }
 
+    /// True on a cluster, whose coordinators journal their groups' commits to the
+    /// offsets journal (a single host has none).
+    pub fn has_journal(&self) -> bool {
+        self.topics.borrow().contains_key(OFFSETS_TOPIC)
+    }
+
     /// Which names (groups, transactional ids) offsets journal partition `p` holds, when
     /// there is a journal.
     pub fn journal_names(&self, p: u32) -> Option<impl Fn(&str) -> bool + Send + 'static> {
