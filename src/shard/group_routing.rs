@@ -17,12 +17,8 @@ impl ShardContext {
     /// shard has not caught up with it yet, so a group's first request after the table
     /// was filled is not turned away.
     pub fn owns_group(&self, group: &str) -> bool {
-        let slots = if self.registry.version() != self.view.version() {
-            self.registry.cluster().coordinators.len()
-        } else {
-            self.view.snapshot().view.coordinators.len()
-        };
-        self.coordinates_slot(coordinator_slot(group, slots) as u32)
+        let slot = self.with_coordinators(|table| coordinator_slot(group, table.len()));
+        self.coordinates_slot(slot as u32)
     }
 
     /// True when this shard coordinates the groups of coordinator slot `slot`: the slot
@@ -31,13 +27,19 @@ impl ShardContext {
     /// until its commits are applied here: a transaction marker that found no offsets
     /// pending before then would end nothing and still be answered done).
     pub fn coordinates_slot(&self, slot: u32) -> bool {
-        let owns = |table: &[NodeId]| table.get(slot as usize) == Some(&self.node);
-        let coordinates = if self.registry.version() != self.view.version() {
-            owns(&self.registry.cluster().coordinators)
-        } else {
-            owns(&self.view.snapshot().view.coordinators)
-        };
+        let coordinates =
+            self.with_coordinators(|table| table.get(slot as usize) == Some(&self.node));
         coordinates && (!self.view.has_journal() || self.replication.journal_ready(slot))
+    }
+
+    /// Runs `f` on the coordinator table: the registry's while the shard has not caught
+    /// up with it, the shard's view's otherwise.
+    fn with_coordinators<R>(&self, f: impl FnOnce(&[NodeId]) -> R) -> R {
+        if self.registry.version() != self.view.version() {
+            f(&self.registry.cluster().coordinators)
+        } else {
+            f(&self.view.snapshot().view.coordinators)
+        }
     }
 
     /// The journal to change `group`'s offsets through when this shard coordinates it
