@@ -290,7 +290,9 @@ fn kafka_streams_exactly_once_v2_counts_exactly_while_each_host_is_killed() {
     eprintln!(
         "{}",
         text.lines()
-            .filter(|l| l.starts_with("sent ") || l.starts_with("every count"))
+            .filter(|l| l.starts_with("sent ")
+                || l.starts_with("every count")
+                || l.contains(" lines seen, repeated: "))
             .collect::<Vec<_>>()
             .join("\n")
     );

@@ -1,12 +1,12 @@
 package weir.compat;
 
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.Future;
@@ -59,6 +59,8 @@ public final class EosUnderFaults {
         KafkaStreams streams = TransactionCases.startExactlyOnce(app, input, output, state, true);
         int status = 1;
         Map<String, Long> expected = new HashMap<>();
+        Witness repartition = new Witness(app + "-by-word-repartition");
+        Witness counts = new Witness(output);
         try {
             System.out.println("streams running");
             System.out.flush();
@@ -68,11 +70,12 @@ public final class EosUnderFaults {
                 for (int round = 0; round < rounds; round++) {
                     List<Future<RecordMetadata>> sent = new ArrayList<>();
                     for (int i = round * LINES_PER_ROUND; i < (round + 1) * LINES_PER_ROUND; i++) {
-                        String line = WORDS.get(i % WORDS.size()) + " " + WORDS.get((i * 3) % WORDS.size()) + " weir";
-                        for (String w : line.toLowerCase(Locale.ROOT).split(" ")) {
+                        for (String w : line(i).split(" ")) {
                             expected.merge(w, 1L, Long::sum);
                         }
-                        sent.add(producer.send(new ProducerRecord<>(input, "line" + i, line)));
+                        ProducerRecord<String, String> record = new ProducerRecord<>(input, "line" + i, line(i));
+                        record.headers().add("line", Integer.toString(i).getBytes(StandardCharsets.UTF_8));
+                        sent.add(producer.send(record));
                     }
                     for (Future<RecordMetadata> f : sent) {
                         f.get();
@@ -90,9 +93,27 @@ public final class EosUnderFaults {
             diagnose(streams, app, input, output);
             stages(app, input, output, expected);
         } finally {
+            // Each word of a line is one repartition record; a count record names the
+            // line of the last word it counted, so a line names a word's count once,
+            // or (a line repeating the word) as often as it holds it.
+            System.out.println(repartition.repeated(EosUnderFaults::wordsOf));
+            System.out.println(counts.repeated(EosUnderFaults::wordsOf));
+            repartition.close();
+            counts.close();
             streams.close(Duration.ofSeconds(20));
         }
         System.exit(status);
+    }
+
+    /** Line {@code i} of the input (words of {@link #WORDS}, lower case). */
+    private static String line(long i) {
+        return WORDS.get((int) (i % WORDS.size())) + " " + WORDS.get((int) ((i * 3) % WORDS.size())) + " weir";
+    }
+
+    /** How often each word occurs in line {@code i}. */
+    private static Map<String, Long> wordsOf(long i) {
+        return java.util.Arrays.stream(line(i).split(" "))
+                .collect(Collectors.groupingBy(w -> w, Collectors.counting()));
     }
 
     /**
