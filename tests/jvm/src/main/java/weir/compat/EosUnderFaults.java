@@ -51,6 +51,8 @@ public final class EosUnderFaults {
     private EosUnderFaults() {}
 
     public static void main(String[] args) throws Exception {
+        // Before any logger exists: a failed run is read from these logs.
+        System.setProperty("log4j2.configurationFile", "eos-log4j2.properties");
         Path state = Path.of(args[0]);
         int rounds = Integer.parseInt(args[1]);
         String input = Weir.topic("eos-faults-lines", 3);
