@@ -219,8 +219,18 @@ fn java_client_tools_streams_connect_and_acls_work_over_sasl_ssl_on_a_three_host
 
 #[test]
 fn kafka_streams_exactly_once_v2_counts_exactly_while_each_host_is_killed() {
-    let mut cluster =
-        Cluster::start_configured(3, 1, |_| vec!["--session-timeout".into(), "3s".into()]);
+    // Where each consumer resumed and when each transaction's offsets were written and
+    // ended, in the hosts' logs: what a run that counted a line twice is read from.
+    let mut cluster = Cluster::start_configured(3, 1, |_| {
+        [
+            "--session-timeout",
+            "3s",
+            "--log-level",
+            "info,weir::api::offset_fetch=debug,weir::group::coordinator::txn_offsets=debug",
+        ]
+        .map(String::from)
+        .to_vec()
+    });
     await_three_live_hosts(&cluster, None);
     let bootstrap = all_bootstraps(&cluster);
     let target = Target {

@@ -87,6 +87,19 @@ fn stable_answer(
     }
 }
 
+/// Logs (at debug) what OffsetFetch answers for one partition: where a consumer
+/// resumes, to be read beside the commits when a fault test finds work done twice.
+fn fetched(group: &str, topic: &str, partition: i32, offset: i64, error_code: i16) {
+    tracing::debug!(
+        group,
+        topic,
+        partition,
+        offset,
+        error_code,
+        "committed offset fetched"
+    );
+}
+
 /// OffsetFetch: one group (v1–7) or a batch of groups (v8), each answered by its own
 /// error code when it is not coordinated here.
 pub struct OffsetFetch;
@@ -160,6 +173,7 @@ impl Handler for OffsetFetch {
                                 (stored, r.error_code) =
                                     stable_answer(&pending, &topic, p, committed);
                                 let (offset, epoch, metadata) = value(&stored);
+                                fetched(group, &topic, p, offset, r.error_code);
                                 r.committed_offset = offset;
                                 r.committed_leader_epoch = epoch;
                                 r.metadata = Some(metadata);
@@ -208,6 +222,7 @@ impl Handler for OffsetFetch {
                         let stored;
                         (stored, r.error_code) = stable_answer(&pending, &topic, p, committed);
                         let (offset, epoch, metadata) = value(&stored);
+                        fetched(group, &topic, p, offset, r.error_code);
                         r.committed_offset = offset;
                         if version >= 5 {
                             r.committed_leader_epoch = epoch;

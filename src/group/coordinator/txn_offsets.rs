@@ -89,6 +89,12 @@ impl Coordinator {
             offsets: offsets.clone(),
         })
         .await?;
+        let logged = tracing::enabled!(tracing::Level::DEBUG).then(|| {
+            offsets
+                .iter()
+                .map(|(t, p, c)| format!("{t}-{p}@{}", c.offset))
+                .collect::<Vec<_>>()
+        });
         let store = Arc::clone(&self.store);
         let group_id = group.to_string();
         let added = self
@@ -97,6 +103,13 @@ impl Coordinator {
             })
             .await?;
         if added {
+            tracing::debug!(
+                group,
+                producer_id = txn.producer_id,
+                epoch = txn.producer_epoch,
+                offsets = ?logged,
+                "transactional offsets pending"
+            );
             Ok(())
         } else {
             Err(ResponseError::ProducerFenced)
@@ -123,11 +136,20 @@ impl Coordinator {
         .await?;
         let store = Arc::clone(&self.store);
         let group_id = group.to_string();
-        self.write(group, move || {
-            store.end_pending(&group_id, producer_id, marker_epoch, commit)
-        })
-        .await
-        .map(|_| ())
+        let ended = self
+            .write(group, move || {
+                store.end_pending(&group_id, producer_id, marker_epoch, commit)
+            })
+            .await?;
+        tracing::debug!(
+            group,
+            producer_id,
+            marker_epoch,
+            commit,
+            ended,
+            "transactional offsets ended"
+        );
+        Ok(())
     }
 
     /// Runs an LMDB write on the blocking pool and waits until it is durable.
