@@ -669,7 +669,7 @@ fn segments_past_retention_bytes_are_deleted_by_the_broker() {
 }
 
 #[test]
-fn offset_for_leader_epoch_ends_epoch_0_at_the_high_watermark() {
+fn offset_for_leader_epoch_ends_epoch_0_at_the_log_end() {
     use kafka_protocol::messages::{
         offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic},
         BrokerId, OffsetForLeaderEpochRequest,
@@ -699,7 +699,7 @@ fn offset_for_leader_epoch_ends_epoch_0_at_the_high_watermark() {
     assert_eq!(
         ask(0, 0, 0),
         (0, 0, 12),
-        "epoch 0 ends at the high watermark"
+        "epoch 0, the current one, ends at the log end"
     );
     assert_eq!(
         ask(0, -1, 0),

@@ -412,6 +412,76 @@ fn a_paused_leader_is_fenced_and_truncates_when_it_wakes() {
     });
 }
 
+/// KIP-320's check after a leader change: a consumer asks the leader where the epoch of
+/// its last record ends, and takes an answer below its position for a truncation of the
+/// log, going back to read again. The leader answers the log end for its current epoch,
+/// as Kafka does, even while its high watermark is behind it — as a new leader's is,
+/// until its followers fetch again. Answering the high watermark sent Kafka Streams'
+/// consumers back over records they had processed, and processed them twice in one
+/// exactly-once transaction.
+#[test]
+fn a_consumer_is_told_the_current_epoch_ends_at_the_log_end_while_the_high_watermark_lags() {
+    use kafka_protocol::messages::{
+        list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic},
+        offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic},
+        BrokerId, ListOffsetsRequest, OffsetForLeaderEpochRequest, TopicName,
+    };
+    let (mut cluster, _, rows) = three_hosts_with("epoch-end", 1);
+    let leader_host = (rows[0].leader / 1024) as u32;
+    let leader = cluster.host(leader_host).bootstrap();
+    let mut conn = Connection::open(&leader, "epoch-end").expect("connect to the leader");
+    let mut produce = |n: u32, acks: i16| {
+        let r = conn
+            .call(
+                &produce_request("epoch-end", 0, build_batch(n, b"e", 0), acks),
+                9,
+            )
+            .expect("produce");
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+    };
+    produce(4, -1);
+    // A follower that stops fetching stays in the ISR for --replica-lag-time-max (10 s):
+    // until then the high watermark stays where it is while the leader appends.
+    let follower = (1..=3).find(|h| *h != leader_host).expect("a follower");
+    cluster.host(follower).signal("STOP");
+    produce(3, 1);
+    let topic = || {
+        TopicName(kafka_protocol::protocol::StrBytes::from_static_str(
+            "epoch-end",
+        ))
+    };
+    let mut conn = Connection::open(&leader, "epoch-end").expect("connect to the leader");
+    let mut latest = ListOffsetsRequest::default();
+    latest.replica_id = BrokerId(-1);
+    latest.topics = vec![ListOffsetsTopic::default()
+        .with_name(topic())
+        .with_partitions(vec![ListOffsetsPartition::default()
+            .with_partition_index(0)
+            .with_timestamp(-1)])];
+    let high_watermark =
+        conn.call(&latest, 6).expect("list offsets").topics[0].partitions[0].offset;
+    let mut ask = OffsetForLeaderEpochRequest::default();
+    ask.replica_id = BrokerId(-1);
+    ask.topics = vec![OffsetForLeaderTopic::default()
+        .with_topic(topic())
+        .with_partitions(vec![OffsetForLeaderPartition::default()
+            .with_partition(0)
+            .with_current_leader_epoch(rows[0].epoch as i32)
+            .with_leader_epoch(rows[0].epoch as i32)])];
+    let answer = conn.call(&ask, 4).expect("offset for leader epoch");
+    cluster.host(follower).signal("CONT");
+    let end = &answer.topics[0].partitions[0];
+    assert_eq!(
+        high_watermark, 4,
+        "the paused follower holds the high watermark back"
+    );
+    assert_eq!(
+        (end.error_code, end.leader_epoch, end.end_offset),
+        (0, rows[0].epoch as i32, 7),
+        "the current epoch ends at the log end, not at the high watermark"
+    );
+}
+
 #[test]
 fn committed_offsets_survive_the_loss_of_the_coordinators_host() {
     let (mut cluster, b1, _) = three_hosts_with("work", 3);

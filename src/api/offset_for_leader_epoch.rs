@@ -1,9 +1,12 @@
 //! OffsetForLeaderEpoch: where a leader epoch ends, so a client (after a leader change)
 //! or a follower can tell whether its log diverged: the largest epoch at or below the
 //! one asked about, and the offset where the next epoch begins — for the current epoch,
-//! the log end offset for a replica and the high watermark for a consumer, which never
-//! sees past it. An epoch older than every epoch in the log is answered with Kafka's
-//! undefined epoch and offset (-1).
+//! the log end offset, to a consumer as to a replica, as Kafka answers. Not the high
+//! watermark: a new leader's lags the one its predecessor served until its followers
+//! fetch again, and a consumer whose position was below the old one would take the
+//! lower answer for a truncation and read its last records again (inside a transaction
+//! of Kafka Streams, processing them twice). An epoch older than every epoch in the log
+//! is answered with Kafka's undefined epoch and offset (-1).
 
 use std::rc::Rc;
 
@@ -76,20 +79,11 @@ impl Handler for OffsetForLeaderEpoch {
                     Ok(log) => {
                         if let Some(end) = log.epoch_end(p.leader_epoch) {
                             e.leader_epoch = end.epoch;
-                            e.end_offset = if consumer {
-                                end.end_offset.min(log.high_watermark()).to_wire()
-                            } else {
-                                end.end_offset.to_wire()
-                            };
+                            e.end_offset = end.end_offset.to_wire();
                         } else if log.leader_epochs().latest().is_none() && p.leader_epoch >= 0 {
                             // Nothing stored yet: the current epoch ends at the log end.
                             e.leader_epoch = current;
-                            let offsets = log.offsets();
-                            e.end_offset = if consumer {
-                                offsets.high_watermark.to_wire()
-                            } else {
-                                offsets.log_end.to_wire()
-                            };
+                            e.end_offset = log.offsets().log_end.to_wire();
                         }
                     }
                 }
