@@ -43,6 +43,16 @@ struct Fetched {
     from_disk: bool,
 }
 
+/// Whole stored batches a read returned, and the offset of the last record of the last
+/// one (`None` when there are none): read off the headers the read walks anyway.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Batches {
+    /// The batches, exactly as stored.
+    pub bytes: Bytes,
+    /// The offset of the last record in `bytes`.
+    pub last_offset: Option<i64>,
+}
+
 impl SegmentReader {
     async fn fetch(&self, position: u64, len: usize) -> Result<Fetched> {
         let len = len.min((self.limit.0.saturating_sub(position)) as usize);
@@ -128,7 +138,7 @@ impl SegmentReader {
         target: i64,
         below: i64,
         max_bytes: usize,
-    ) -> Result<Option<Bytes>> {
+    ) -> Result<Option<Batches>> {
         let Some((first, header)) = self
             .find(start, WALK_WINDOW_BYTES, |h| h.last_offset() >= target)
             .await?
@@ -136,13 +146,14 @@ impl SegmentReader {
             return Ok(None);
         };
         if header.base_offset >= below {
-            return Ok(Some(Bytes::new()));
+            return Ok(Some(Batches::default()));
         }
         let fetched = self
             .fetch(first.0, header.total_bytes.max(max_bytes))
             .await?;
         let bytes = fetched.bytes;
         let mut end = 0usize;
+        let mut last_offset = None;
         while end + HEADER_BYTES <= bytes.len() {
             let h = self.header_at(&bytes[end..], first.0 + end as u64)?;
             if end + h.total_bytes > bytes.len()
@@ -155,11 +166,15 @@ impl SegmentReader {
                     .map_err(|e| self.corrupt(first.0 + end as u64, e.to_string()))?;
             }
             end += h.total_bytes;
+            last_offset = Some(h.last_offset());
         }
         if end == 0 {
             return Err(self.corrupt(first.0, "batch runs past the readable end"));
         }
-        Ok(Some(bytes.slice(..end)))
+        Ok(Some(Batches {
+            bytes: bytes.slice(..end),
+            last_offset,
+        }))
     }
 }
 
@@ -238,7 +253,7 @@ mod tests {
                     .expect("disk")
                     .expect("found");
                 assert_eq!(a, b);
-                let first = BatchHeader::parse(&a).expect("header");
+                let first = BatchHeader::parse(&a.bytes).expect("header");
                 assert!(first.base_offset <= target && first.last_offset() >= target);
             }
             assert!(disk

@@ -17,6 +17,8 @@ use crate::storage::{
 pub struct LogRead {
     /// Whole stored batches, exactly as stored; empty at the high watermark.
     pub records: Bytes,
+    /// The offset of the last record in `records` (`None` when they are empty).
+    pub last_offset: Option<Offset>,
     /// The high watermark when the read began.
     pub high_watermark: Offset,
     /// The log start offset when the read began.
@@ -55,6 +57,7 @@ impl PartitionLog {
                 }
                 let read = LogRead {
                     records: Bytes::new(),
+                    last_offset: None,
                     high_watermark: st.high_watermark,
                     log_start_offset: st.log_start,
                 };
@@ -84,11 +87,17 @@ impl PartitionLog {
                     below,
                 )
             };
-            if let Some(records) = reader
+            if let Some(batches) = reader
                 .read_batches(start, offset.0 as i64, below, max_bytes)
                 .await?
             {
-                return Ok(LogRead { records, ..read });
+                return Ok(LogRead {
+                    records: batches.bytes,
+                    last_offset: batches
+                        .last_offset
+                        .and_then(|o| u64::try_from(o).ok().map(Offset)),
+                    ..read
+                });
             }
         }
     }

@@ -2,7 +2,7 @@
 //! list, and their rebuild on reopen (from the roll checkpoint, from a checkpoint inside
 //! the segment, and from a full scan).
 
-use super::{transactions::last_offset_in, *};
+use super::*;
 use crate::storage::{
     partition_txns::AbortedTxn,
     producer_state::SequenceError,
@@ -244,7 +244,7 @@ fn a_read_committed_names_only_the_aborted_transactions_of_the_batches_it_return
         };
         // One byte: the first batch alone, whole (Kafka's fetch rule).
         let (read, view) = log.read_committed(Offset(0), 1).await.expect("read");
-        assert_eq!(last_offset_in(&read.records), Some(2));
+        assert_eq!(read.last_offset, Some(Offset(2)));
         assert_eq!(
             names(&view),
             vec![1],

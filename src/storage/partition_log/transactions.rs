@@ -81,21 +81,6 @@ pub enum MarkerEnds {
     BeforeItsEpoch,
 }
 
-/// The offset of the last record of the last whole batch in `records` (stored batches,
-/// as a read returns them); `None` when there is none.
-pub(super) fn last_offset_in(records: &[u8]) -> Option<u64> {
-    let mut rest = records;
-    let mut last = None;
-    while let Some(h) = BatchHeader::parse(rest) {
-        let Some(after) = rest.get(h.total_bytes..) else {
-            break;
-        };
-        last = u64::try_from(h.last_offset()).ok();
-        rest = after;
-    }
-    last
-}
-
 /// A producer as a partition knows it (DescribeProducers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ActiveProducer {
@@ -148,14 +133,25 @@ impl PartitionLog {
         offset: Offset,
         max_bytes: usize,
     ) -> Result<(LogRead, StableView)> {
-        let mut view = self.stable_view(offset);
-        let bound = view.last_stable;
-        let read = self.read_below(offset, max_bytes, |_| bound).await?;
-        match last_offset_in(&read.records) {
-            Some(last) => view.aborted.retain(|a| a.first_offset.0 <= last),
-            None => view.aborted.clear(),
-        }
-        Ok((read, view))
+        let last_stable = self.last_stable_offset();
+        let read = self.read_below(offset, max_bytes, |_| last_stable).await?;
+        // Every transaction with a record below the LSO had ended when the read began,
+        // so the list taken now, up to the last record read, is the one of that moment.
+        let aborted = match read.last_offset {
+            Some(last) => {
+                let st = self.shared.state.borrow();
+                let to = Offset(last.0 + 1).min(last_stable);
+                st.txns.aborted_in(offset, to).copied().collect()
+            }
+            None => Vec::new(),
+        };
+        Ok((
+            read,
+            StableView {
+                last_stable,
+                aborted,
+            },
+        ))
     }
 
     /// True when `batch` holds records of an aborted transaction: compaction drops
@@ -305,6 +301,7 @@ impl PartitionLog {
         let bytes = reader
             .read_batches(FilePosition(0), h.base_offset, h.base_offset + 1, 1)
             .await?
+            .map(|b| b.bytes)
             .unwrap_or_default();
         let (batch, _) = RecordBatch::validate_stored(&bytes, usize::MAX)?;
         txn_batch(&batch)?.ok_or(StorageError::InvalidBatch(BatchError::InvalidMarker(
