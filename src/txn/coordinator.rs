@@ -1,19 +1,23 @@
 //! One shard's transaction coordinator: the durable side of [`state`](super::state).
 //! Requests for one transactional id run one at a time (a lock per id); each change is
 //! appended to the id's journal partition on a cluster (committed on every in-sync
-//! replica), written to the host's LMDB and synced before the caller answers. Which ids
+//! replica), written to the host's LMDB and synced before the caller answers — in
+//! rounds shared by every id that changes meanwhile ([`StateWriter`]). Which ids
 //! this shard coordinates, and where their markers go, is the shard's business
 //! (`shard::txn_routing`).
 
-use std::sync::Arc;
+use std::{rc::Rc, sync::Arc};
 
 use kafka_protocol::ResponseError;
 
-use super::{peer::Peers, state::TxnMetadata};
+use super::{
+    peer::Peers,
+    state::TxnMetadata,
+    state_writer::{Durability, StateWriter},
+};
 use crate::group::{
-    journal::{apply_to, Journal, JournalError, JournalRecord},
+    journal::{Journal, JournalError, JournalRecord},
     offset_store::OffsetStore,
-    offset_syncer::OffsetSyncer,
 };
 use crate::keyed_lock::{KeyLock, KeyedLocks};
 use crate::storage::StorageError;
@@ -25,7 +29,7 @@ pub const TRANSACTIONAL_ID_BYTES_MAX: usize = crate::group::offset_store::KEY_BY
 pub struct TxnCoordinator {
     store: Arc<OffsetStore>,
     peers: Peers,
-    syncer: OffsetSyncer,
+    writer: Rc<StateWriter>,
     locks: KeyedLocks<String>,
 }
 
@@ -34,7 +38,7 @@ impl TxnCoordinator {
     pub fn new(store: Arc<OffsetStore>, peers: Peers) -> TxnCoordinator {
         TxnCoordinator {
             peers,
-            syncer: OffsetSyncer::new(Arc::clone(&store)),
+            writer: StateWriter::new(Arc::clone(&store)),
             store,
             locks: KeyedLocks::default(),
         }
@@ -50,12 +54,16 @@ impl TxnCoordinator {
         self.locks.lock(&id.to_string())
     }
 
-    /// `id`'s state, if it has one; INVALID_REQUEST for an empty or too long id.
+    /// `id`'s state, if it has one — the newest, written to LMDB or still queued to be;
+    /// INVALID_REQUEST for an empty or too long id.
     pub fn get(&self, id: &str) -> Result<Option<TxnMetadata>, ResponseError> {
         // Kafka refuses an empty transactional id as INVALID_REQUEST; LMDB cannot key
         // one longer than its limit.
         if id.is_empty() || id.len() > TRANSACTIONAL_ID_BYTES_MAX {
             return Err(ResponseError::InvalidRequest);
+        }
+        if let Some(pending) = self.writer.pending(id) {
+            return Ok(pending);
         }
         self.store.transaction(id).map_err(|e| {
             tracing::error!(id, error = %e, "transaction state unreadable");
@@ -63,26 +71,38 @@ impl TxnCoordinator {
         })
     }
 
-    /// Every transactional id this host holds a state for.
+    /// Every transactional id this host holds a state for (the newest, as
+    /// [`get`](Self::get) answers).
     pub fn all(&self) -> Vec<(String, TxnMetadata)> {
-        self.store.transactions().unwrap_or_else(|e| {
-            tracing::error!(error = %e, "transaction states unreadable");
-            Vec::new()
-        })
+        let mut pending = self.writer.all_pending();
+        let mut all: Vec<(String, TxnMetadata)> = self
+            .store
+            .transactions()
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "transaction states unreadable");
+                Vec::new()
+            })
+            .into_iter()
+            .filter(|(id, _)| !pending.contains_key(id))
+            .collect();
+        all.extend(pending.drain().filter_map(|(id, m)| m.map(|m| (id, m))));
+        all
     }
 
-    /// Makes `meta` `id`'s state without waiting for it to be durable, for a completed
+    /// Makes `meta` `id`'s state without waiting for it to be written, for a completed
     /// transaction: a crash may lose it, and then the coordinator finds the Prepare state
     /// before it and completes the transaction again (its markers are safe to repeat);
     /// the id's next change, which opens a transaction, waits for the sync that covers
-    /// this write too. Saves EndTxn one sync of the journal and one of LMDB.
+    /// this write too, and reads it meanwhile from the queue. Saves EndTxn one sync of
+    /// the journal and one of LMDB, and the hand-off that would write it alone.
     pub async fn persist_eventually(
         &self,
         id: &str,
         meta: &TxnMetadata,
         journal: Option<&Journal>,
     ) -> Result<(), ResponseError> {
-        self.write(id, state_record(id, meta), journal, false).await
+        self.write(id, Some(meta.clone()), journal, Durability::Queued)
+            .await
     }
 
     /// Makes `meta` `id`'s state: journaled first on a cluster, then written to LMDB
@@ -93,60 +113,53 @@ impl TxnCoordinator {
         meta: &TxnMetadata,
         journal: Option<&Journal>,
     ) -> Result<(), ResponseError> {
-        self.write(id, state_record(id, meta), journal, true).await
+        self.write(id, Some(meta.clone()), journal, Durability::Synced)
+            .await
     }
 
     /// Forgets `id` (expired), durably as [`persist`](Self::persist) writes a state:
     /// journaled first on a cluster, so every replica forgets it.
     pub async fn forget(&self, id: &str, journal: Option<&Journal>) -> Result<(), ResponseError> {
-        let record = JournalRecord::TransactionExpired { id: id.to_string() };
-        self.write(id, record, journal, true).await
+        self.write(id, None, journal, Durability::Synced).await
     }
 
-    /// Journals `record` (on a cluster) and applies it to LMDB as every replica of the
-    /// journal does, waiting for both to be durable when `durable`.
+    /// Journals `state` as `id`'s (on a cluster; None forgets the id) and hands it to
+    /// the writer as every replica of the journal applies it; waits for the journal's
+    /// commit and the store's sync when `durability` is [`Durability::Synced`].
     async fn write(
         &self,
         id: &str,
-        record: JournalRecord,
+        state: Option<TxnMetadata>,
         journal: Option<&Journal>,
-        durable: bool,
+        durability: Durability,
     ) -> Result<(), ResponseError> {
         // Held until the change is in LMDB, so a journal snapshot never misses it.
-        let _pass = match journal {
+        let pass = match journal {
             Some(journal) => {
-                let appended = if durable {
-                    journal.append(&record).await
-                } else {
-                    journal.append_unwaited(&record).await.map(|(_, pass)| pass)
+                let record = match &state {
+                    Some(meta) => JournalRecord::Transaction {
+                        id: id.to_string(),
+                        meta: meta.clone(),
+                    },
+                    None => JournalRecord::TransactionExpired { id: id.to_string() },
+                };
+                let appended = match durability {
+                    Durability::Synced => journal.append(&record).await,
+                    Durability::Queued => {
+                        journal.append_unwaited(&record).await.map(|(_, pass)| pass)
+                    }
                 };
                 Some(appended.map_err(|e| journal_error(id, e))?)
             }
             None => None,
         };
-        let store = Arc::clone(&self.store);
-        let written = glommio::executor()
-            .spawn_blocking(move || apply_to(&store, std::slice::from_ref(&record)))
-            .await;
-        if let Err(e) = written {
-            tracing::error!(id, error = %e, "transaction state not written");
-            return Err(ResponseError::KafkaStorageError);
-        }
-        if !durable {
-            return Ok(());
-        }
-        self.syncer.sync().await.map_err(|e| {
-            tracing::error!(id, error = %e, "transaction state not synced");
-            ResponseError::KafkaStorageError
-        })
-    }
-}
-
-/// The journal record that makes `meta` `id`'s state.
-fn state_record(id: &str, meta: &TxnMetadata) -> JournalRecord {
-    JournalRecord::Transaction {
-        id: id.to_string(),
-        meta: meta.clone(),
+        self.writer
+            .write(id, state, pass, durability)
+            .await
+            .map_err(|e| {
+                tracing::error!(id, error = %e, "transaction state not durable");
+                ResponseError::KafkaStorageError
+            })
     }
 }
 

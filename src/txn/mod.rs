@@ -10,3 +10,4 @@ pub mod enrol;
 pub mod markers;
 pub mod peer;
 pub mod state;
+pub mod state_writer;
