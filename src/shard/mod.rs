@@ -15,6 +15,7 @@ mod sasl_users;
 pub mod signals;
 mod strays;
 pub mod tasks;
+pub mod txn_marking;
 pub mod txn_routing;
 
 use std::sync::{atomic::AtomicBool, Arc};

@@ -38,7 +38,7 @@ pub fn now_ms() -> i64 {
 impl ShardContext {
     /// The nodes that write `meta`'s markers, each with its partitions; `Err` names a
     /// partition or group nobody leads or coordinates right now.
-    fn marker_targets(&self, meta: &TxnMetadata) -> Result<Vec<MarkerTarget>, String> {
+    fn marker_targets(&self, meta: &TxnMetadata) -> Result<Vec<(i32, MarkerTarget)>, String> {
         let mut by_node: Vec<(i32, MarkerTarget)> = Vec::new();
         let mut add = |node: i32, topic: &str, partition: u32| -> Result<(), String> {
             match by_node.iter_mut().find(|(n, _)| *n == node) {
@@ -78,7 +78,35 @@ impl ShardContext {
                 .ok_or_else(|| format!("group {group} has no coordinator"))?;
             add(node, OFFSETS_TOPIC, slot as u32)?;
         }
-        Ok(by_node.into_iter().map(|(_, t)| t).collect())
+        Ok(by_node)
+    }
+
+    /// Writes `end`'s markers to `targets`: those of this shard's own node here, with
+    /// no request (a single host's whole transaction), the others' with a
+    /// WriteTxnMarkers request to each node, all at once.
+    async fn write_markers_to(
+        &self,
+        end: TxnEnd,
+        targets: Vec<(i32, MarkerTarget)>,
+    ) -> Result<(), String> {
+        let (here, there): (Vec<_>, Vec<_>) = targets
+            .into_iter()
+            .partition(|(node, _)| *node == self.node);
+        let here: Vec<(String, u32)> = here.into_iter().flat_map(|(_, t)| t.partitions).collect();
+        let there: Vec<MarkerTarget> = there.into_iter().map(|(_, t)| t).collect();
+        let (marked, sent) = futures_util::future::join(
+            self.write_markers(end, here.iter().map(|(t, p)| (t.as_str(), *p as i32))),
+            markers::write(self.txns.peers(), end, &there),
+        )
+        .await;
+        if let Some(((topic, p), e)) = here
+            .iter()
+            .zip(marked)
+            .find_map(|(tp, r)| r.err().map(|e| (tp, e)))
+        {
+            return Err(format!("marker for {topic}-{p} here: {e:?}"));
+        }
+        sent.map_err(|e| e.to_string())
     }
 
     /// Writes the markers of `meta` (a Prepare state, durable) and, once every one is
@@ -105,7 +133,7 @@ impl ShardContext {
             tracing::info!(id, reason, "transaction markers wait");
             ResponseError::CoordinatorNotAvailable
         })?;
-        if let Err(e) = markers::write(self.txns.peers(), end, &targets).await {
+        if let Err(e) = self.write_markers_to(end, targets).await {
             tracing::info!(id, error = %e, "transaction markers not written yet");
             return Err(ResponseError::CoordinatorNotAvailable);
         }
