@@ -7,9 +7,12 @@
 //!
 //! A change may also be queued without waiting (a completed transaction: a crash may
 //! lose it, see [`TxnCoordinator::persist_eventually`](super::coordinator::TxnCoordinator::persist_eventually)).
-//! Until its round has written it, [`StateWriter::pending`] answers it, so the id's next
-//! request reads what was queued, never the state before it; and the id's next durable
-//! change goes into the same round or a later one, whose sync covers both.
+//! It starts no round of its own at once: the id's next durable change (a transaction's
+//! enrolment after the completion of the one before) usually comes first and writes
+//! over it in the same round, since a state is the id's whole state and a round writes
+//! only the newest of an id's changes; otherwise a round starts within
+//! [`QUEUED_WRITE_DELAY`]. Until its round has written it, [`StateWriter::pending`]
+//! answers it, so the id's next request reads what was queued, never the state before.
 
 use std::{
     cell::RefCell,
@@ -79,7 +82,14 @@ struct Queue {
     writing: Vec<(String, Option<TxnMetadata>)>,
     /// Whether a round is running (its task drains `next` before it ends).
     running: bool,
+    /// Whether a task waits [`QUEUED_WRITE_DELAY`] to start a round for queued changes.
+    delayed_start: bool,
 }
+
+/// How long a queued change may wait for a durable one to share its round: a
+/// transaction's completed state usually meets the same id's next enrolment, which
+/// writes over it, so the two take one hand-off to the blocking pool and one write.
+const QUEUED_WRITE_DELAY: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A shard's writer of transaction states. `!Send`; share it by `Rc`.
 pub struct StateWriter {
@@ -142,11 +152,26 @@ impl StateWriter {
                 _pass: pass,
                 waiter: outcome.clone(),
             });
-            !std::mem::replace(&mut q.running, true)
+            match durability {
+                _ if q.running => None,
+                Durability::Synced => Some(None),
+                Durability::Queued if q.delayed_start => None,
+                Durability::Queued => {
+                    q.delayed_start = true;
+                    Some(Some(QUEUED_WRITE_DELAY))
+                }
+            }
         };
-        if start {
+        if let Some(delay) = start {
             let me = Rc::clone(self);
-            glommio::spawn_local(async move { me.run().await }).detach();
+            glommio::spawn_local(async move {
+                if let Some(delay) = delay {
+                    glommio::timer::sleep(delay).await;
+                    me.queue.borrow_mut().delayed_start = false;
+                }
+                me.run().await
+            })
+            .detach();
         }
         let Some(outcome) = outcome else {
             return Ok(());
@@ -161,8 +186,11 @@ impl StateWriter {
         .await
     }
 
-    /// Runs rounds until nothing is queued.
+    /// Runs rounds until nothing is queued, unless a round already runs.
     async fn run(&self) {
+        if std::mem::replace(&mut self.queue.borrow_mut().running, true) {
+            return;
+        }
         loop {
             let changes = {
                 let mut q = self.queue.borrow_mut();
@@ -178,7 +206,16 @@ impl StateWriter {
                     .collect();
                 changes
             };
-            let records: Vec<JournalRecord> = changes.iter().map(record_of).collect();
+            // A state is the whole of an id's state: of several changes to one id in a
+            // round, only the newest is written, and the others share its outcome.
+            let mut newest: HashMap<&str, usize> = HashMap::new();
+            for (i, c) in changes.iter().enumerate() {
+                newest.insert(&c.id, i);
+            }
+            let mut slots: Vec<usize> = newest.values().copied().collect();
+            slots.sort_unstable();
+            let records: Vec<JournalRecord> =
+                slots.iter().map(|&i| record_of(&changes[i])).collect();
             let sync = changes.iter().any(|c| c.waiter.is_some());
             let store = Arc::clone(&self.store);
             let (written, synced) = glommio::executor()
@@ -187,16 +224,23 @@ impl StateWriter {
             if let Some(e) = &synced {
                 tracing::error!(error = %e, "transaction states not synced");
             }
-            for (change, written) in changes.into_iter().zip(written) {
-                if let Err(e) = &written {
-                    tracing::error!(id = change.id, error = %e, "transaction state not written");
+            let outcome_of = |change: &Change| -> Result<(), StateWriteError> {
+                let slot = slots.binary_search(&newest[change.id.as_str()]);
+                match (slot.map(|s| &written[s]), &synced) {
+                    (Ok(Err(e)), _) => Err(StateWriteError::Write(e.to_string())),
+                    (Err(_), _) => Err(StateWriteError::Write("not written".into())),
+                    (Ok(Ok(())), Some(e)) => Err(StateWriteError::Sync(e.to_string())),
+                    (Ok(Ok(())), None) => Ok(()),
+                }
+            };
+            let settled: Vec<_> = changes.iter().map(outcome_of).collect();
+            drop(newest);
+            for (change, result) in changes.into_iter().zip(settled) {
+                if let Err(e) = &result {
+                    tracing::error!(id = change.id, error = %e, "transaction state not made durable");
                 }
                 if let Some(outcome) = change.waiter {
-                    outcome.settle(match (written, &synced) {
-                        (Err(e), _) => Err(StateWriteError::Write(e.to_string())),
-                        (Ok(()), Some(e)) => Err(StateWriteError::Sync(e.to_string())),
-                        (Ok(()), None) => Ok(()),
-                    });
+                    outcome.settle(result);
                 }
                 // The change's journal pass is released here, once it is in LMDB.
             }
@@ -293,6 +337,9 @@ mod tests {
             assert_eq!(writer.pending("a"), None, "written: nothing pending");
             assert_eq!(store.transaction("a").expect("read"), Some(open));
             assert_eq!(store.transaction("b").expect("read"), None);
+            // The queued change's delayed start still holds the writer (and the store)
+            // until its timer fires.
+            glommio::timer::sleep(QUEUED_WRITE_DELAY * 2).await;
         });
         // What the synced rounds wrote is in the store as a new opening reads it.
         let reopened = OffsetStore::open(&reopen, 1 << 20).expect("reopen");
@@ -300,6 +347,23 @@ mod tests {
             reopened.transaction("a").expect("read").map(|m| m.state),
             Some(TxnState::Ongoing)
         );
+    }
+
+    #[test]
+    fn a_queued_state_alone_is_written_within_the_delay() {
+        let dir = test_dir();
+        let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
+        run(async move {
+            let writer = StateWriter::new(Arc::clone(&store));
+            let done = meta(3, TxnState::CompleteAbort);
+            writer
+                .write("q", Some(done.clone()), None, Durability::Queued)
+                .await
+                .expect("queued");
+            glommio::timer::sleep(QUEUED_WRITE_DELAY * 5).await;
+            assert_eq!(writer.pending("q"), None);
+            assert_eq!(store.transaction("q").expect("read"), Some(done));
+        });
     }
 
     #[test]
