@@ -13,10 +13,10 @@ use kafka_protocol::ResponseError;
 use super::{
     peer::Peers,
     state::TxnMetadata,
-    state_writer::{Durability, StateWriter},
+    state_writer::{self, Durability, StateWriter},
 };
 use crate::group::{
-    journal::{Journal, JournalError, JournalRecord},
+    journal::{Journal, JournalError},
     offset_store::OffsetStore,
 };
 use crate::keyed_lock::{KeyLock, KeyedLocks};
@@ -136,13 +136,7 @@ impl TxnCoordinator {
         // Held until the change is in LMDB, so a journal snapshot never misses it.
         let pass = match journal {
             Some(journal) => {
-                let record = match &state {
-                    Some(meta) => JournalRecord::Transaction {
-                        id: id.to_string(),
-                        meta: meta.clone(),
-                    },
-                    None => JournalRecord::TransactionExpired { id: id.to_string() },
-                };
+                let record = state_writer::record(id, state.as_ref());
                 let appended = match durability {
                     Durability::Synced => journal.append(&record).await,
                     Durability::Queued => {

@@ -49,13 +49,14 @@ pub enum StateWriteError {
     Sync(String),
 }
 
-/// One queued change: the id's new state (None: forgotten), the journal pass held until
-/// it is in LMDB (on a cluster), and the waiter to tell, if one waits.
+/// An id's queued change: its newest state (None: forgotten) — a state is the id's
+/// whole state, so a change made while one for the id is queued replaces its state —
+/// the journal passes held until it is in LMDB (on a cluster), and the waiters to tell.
 struct Change {
     id: String,
     state: Option<TxnMetadata>,
-    _pass: Option<JournalPass>,
-    waiter: Option<Rc<Outcome>>,
+    _passes: Vec<JournalPass>,
+    waiters: Vec<Rc<Outcome>>,
 }
 
 /// What a waiting change learns from its round.
@@ -76,10 +77,10 @@ impl Outcome {
 
 #[derive(Default)]
 struct Queue {
-    /// Changes waiting for the next round, in the order they were made.
+    /// Changes waiting for the next round, one per id.
     next: Vec<Change>,
-    /// The states the running round writes, in order (None: the id is forgotten).
-    writing: Vec<(String, Option<TxnMetadata>)>,
+    /// The changes the running round writes.
+    writing: Vec<Change>,
     /// Whether a round is running (its task drains `next` before it ends).
     running: bool,
     /// Whether a task waits [`QUEUED_WRITE_DELAY`] to start a round for queued changes.
@@ -110,23 +111,22 @@ impl StateWriter {
     /// it is: `Some(None)` when the newest forgets it.
     pub fn pending(&self, id: &str) -> Option<Option<TxnMetadata>> {
         let q = self.queue.borrow();
-        let queued = q.next.iter().map(|c| (&c.id, &c.state));
-        let writing = q.writing.iter().map(|(i, m)| (i, m));
-        writing
-            .chain(queued)
-            .rfind(|(i, _)| *i == id)
-            .map(|(_, m)| m.clone())
+        // A queued change is newer than the running round's.
+        q.next
+            .iter()
+            .chain(&q.writing)
+            .find(|c| c.id == id)
+            .map(|c| c.state.clone())
     }
 
     /// Every id with a change queued or being written, each with its newest state.
     pub fn all_pending(&self) -> HashMap<String, Option<TxnMetadata>> {
         let q = self.queue.borrow();
-        let queued = q.next.iter().map(|c| (&c.id, &c.state));
-        let writing = q.writing.iter().map(|(i, m)| (i, m));
         // The running round's changes are older than the queued ones: later wins.
-        writing
-            .chain(queued)
-            .map(|(i, m)| (i.clone(), m.clone()))
+        q.writing
+            .iter()
+            .chain(&q.next)
+            .map(|c| (c.id.clone(), c.state.clone()))
             .collect()
     }
 
@@ -146,12 +146,19 @@ impl StateWriter {
         };
         let start = {
             let mut q = self.queue.borrow_mut();
-            q.next.push(Change {
-                id: id.to_string(),
-                state,
-                _pass: pass,
-                waiter: outcome.clone(),
-            });
+            match q.next.iter_mut().find(|c| c.id == id) {
+                Some(queued) => {
+                    queued.state = state;
+                    queued._passes.extend(pass);
+                    queued.waiters.extend(outcome.clone());
+                }
+                None => q.next.push(Change {
+                    id: id.to_string(),
+                    state,
+                    _passes: pass.into_iter().collect(),
+                    waiters: outcome.iter().cloned().collect(),
+                }),
+            }
             match durability {
                 _ if q.running => None,
                 Durability::Synced => Some(None),
@@ -192,31 +199,25 @@ impl StateWriter {
             return;
         }
         loop {
-            let changes = {
+            let records: Vec<JournalRecord> = {
                 let mut q = self.queue.borrow_mut();
                 if q.next.is_empty() {
                     q.running = false;
                     q.writing.clear();
                     return;
                 }
-                let changes = std::mem::take(&mut q.next);
-                q.writing = changes
+                q.writing = std::mem::take(&mut q.next);
+                q.writing
                     .iter()
-                    .map(|c| (c.id.clone(), c.state.clone()))
-                    .collect();
-                changes
+                    .map(|c| record(&c.id, c.state.as_ref()))
+                    .collect()
             };
-            // A state is the whole of an id's state: of several changes to one id in a
-            // round, only the newest is written, and the others share its outcome.
-            let mut newest: HashMap<&str, usize> = HashMap::new();
-            for (i, c) in changes.iter().enumerate() {
-                newest.insert(&c.id, i);
-            }
-            let mut slots: Vec<usize> = newest.values().copied().collect();
-            slots.sort_unstable();
-            let records: Vec<JournalRecord> =
-                slots.iter().map(|&i| record_of(&changes[i])).collect();
-            let sync = changes.iter().any(|c| c.waiter.is_some());
+            let sync = self
+                .queue
+                .borrow()
+                .writing
+                .iter()
+                .any(|c| !c.waiters.is_empty());
             let store = Arc::clone(&self.store);
             let (written, synced) = glommio::executor()
                 .spawn_blocking(move || round(&store, &records, sync))
@@ -224,25 +225,20 @@ impl StateWriter {
             if let Some(e) = &synced {
                 tracing::error!(error = %e, "transaction states not synced");
             }
-            let outcome_of = |change: &Change| -> Result<(), StateWriteError> {
-                let slot = slots.binary_search(&newest[change.id.as_str()]);
-                match (slot.map(|s| &written[s]), &synced) {
-                    (Ok(Err(e)), _) => Err(StateWriteError::Write(e.to_string())),
-                    (Err(_), _) => Err(StateWriteError::Write("not written".into())),
-                    (Ok(Ok(())), Some(e)) => Err(StateWriteError::Sync(e.to_string())),
-                    (Ok(Ok(())), None) => Ok(()),
-                }
-            };
-            let settled: Vec<_> = changes.iter().map(outcome_of).collect();
-            drop(newest);
-            for (change, result) in changes.into_iter().zip(settled) {
+            let changes = std::mem::take(&mut self.queue.borrow_mut().writing);
+            for (change, written) in changes.into_iter().zip(written) {
+                let result = match (written, &synced) {
+                    (Err(e), _) => Err(StateWriteError::Write(e.to_string())),
+                    (Ok(()), Some(e)) => Err(StateWriteError::Sync(e.to_string())),
+                    (Ok(()), None) => Ok(()),
+                };
                 if let Err(e) = &result {
                     tracing::error!(id = change.id, error = %e, "transaction state not made durable");
                 }
-                if let Some(outcome) = change.waiter {
-                    outcome.settle(result);
+                for waiter in &change.waiters {
+                    waiter.settle(result.clone());
                 }
-                // The change's journal pass is released here, once it is in LMDB.
+                // The change's journal passes are released here, once it is in LMDB.
             }
         }
     }
@@ -263,16 +259,15 @@ fn round(
     (written, synced)
 }
 
-/// The record that makes `change` in LMDB, as a journal replica applies it.
-fn record_of(change: &Change) -> JournalRecord {
-    match &change.state {
+/// The journal record that makes `state` `id`'s (None forgets the id), as the
+/// coordinator journals it and every replica applies it.
+pub fn record(id: &str, state: Option<&TxnMetadata>) -> JournalRecord {
+    match state {
         Some(meta) => JournalRecord::Transaction {
-            id: change.id.clone(),
+            id: id.to_string(),
             meta: meta.clone(),
         },
-        None => JournalRecord::TransactionExpired {
-            id: change.id.clone(),
-        },
+        None => JournalRecord::TransactionExpired { id: id.to_string() },
     }
 }
 
@@ -282,6 +277,10 @@ mod tests {
     use crate::storage::test_support::{run, test_dir};
     use crate::txn::state::TxnState;
     use std::collections::BTreeSet;
+
+    fn store_in(dir: &std::path::Path) -> Arc<OffsetStore> {
+        Arc::new(OffsetStore::open(dir, 1 << 20).expect("store"))
+    }
 
     fn meta(epoch: i16, state: TxnState) -> TxnMetadata {
         TxnMetadata {
@@ -303,7 +302,7 @@ mod tests {
     #[test]
     fn a_queued_state_is_read_back_before_its_round_and_written_by_the_next_synced_one() {
         let dir = test_dir();
-        let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
+        let store = store_in(dir.path());
         let reopen = dir.path().to_path_buf();
         run(async move {
             let writer = StateWriter::new(Arc::clone(&store));
@@ -352,7 +351,7 @@ mod tests {
     #[test]
     fn a_queued_state_alone_is_written_within_the_delay() {
         let dir = test_dir();
-        let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
+        let store = store_in(dir.path());
         run(async move {
             let writer = StateWriter::new(Arc::clone(&store));
             let done = meta(3, TxnState::CompleteAbort);
@@ -369,7 +368,7 @@ mod tests {
     #[test]
     fn changes_made_while_a_round_runs_share_the_next_round_and_the_newest_wins() {
         let dir = test_dir();
-        let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
+        let store = store_in(dir.path());
         run(async move {
             let writer = StateWriter::new(Arc::clone(&store));
             let waits = (0..20i16).map(|epoch| {
