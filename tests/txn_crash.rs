@@ -19,9 +19,11 @@ use std::{
     time::{Duration, Instant},
 };
 
+use weir::metadata::placement::coordinator_slot;
+
 use common::{
     broker::Broker,
-    cluster::Cluster,
+    cluster::{run_weir, Cluster},
     interop::{run_script, run_script_logged, spawn_script_logged},
     scratch_dir,
 };
@@ -38,6 +40,16 @@ fn writer_succeeds(mut writer: Child, log: &std::path::Path, logs: impl FnOnce()
     eprint!("{said}");
 }
 
+/// Ends the python client `writer` runs under `timeout`: SIGTERM, which `timeout`
+/// passes on to the client (a SIGKILL would end `timeout` alone and leave the client
+/// retrying against the restarted broker).
+fn client_dies(writer: &mut Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &writer.id().to_string()])
+        .status();
+    let _ = writer.wait();
+}
+
 /// Whether the client lives through the broker's crash to ask for its transaction's
 /// end again.
 enum Client {
@@ -45,20 +57,49 @@ enum Client {
     Retries,
 }
 
-/// One broker of two shards (the topic's partitions on both) armed with `probe`; a
-/// transaction of `RECORDS` records ends with `ending` (commit or abort), the broker dies
-/// at the probe and is started again without it.
-fn crash_in_the_end(probe: &str, ending: &str, client: Client) {
+/// How many shards the broker runs, before the crash and after it.
+enum Shards {
+    /// Two (the topic's partitions on both): the coordinator sends the other shard its
+    /// markers once its decision is durable.
+    Two,
+    /// One: the coordinator's decision goes into the group commit just ahead of the
+    /// markers of its own partitions, and is durable with them.
+    One,
+    /// One, then two: the transaction's id is coordinated by shard 1 after the
+    /// restart, from the state shard 0 logged, which the start applied to LMDB before
+    /// any shard served.
+    OneThenTwo,
+}
+
+/// One broker armed with `probe`; a transaction of `RECORDS` records ends with `ending`
+/// (commit or abort), the broker dies at the probe and is started again without it.
+fn crash_in_the_end(probe: &str, ending: &str, client: Client, shards: Shards) {
     let dir = scratch_dir();
-    let mut broker = Broker::start_armed(&dir.path().join("data"), &[0, 1], &[], Some(probe));
+    let (cores, restart_on): (&[usize], &[usize]) = match shards {
+        Shards::Two => (&[0, 1], &[0, 1]),
+        Shards::One => (&[0], &[0]),
+        Shards::OneThenTwo => (&[0], &[0, 1]),
+    };
+    let mut broker = Broker::start_armed(&dir.path().join("data"), cores, &[], Some(probe));
     let bootstrap = broker.bootstrap();
-    let topic = format!("crash-{probe}-{ending}");
+    let topic = format!(
+        "crash-{probe}-{ending}-{}",
+        cores.len() * 10 + restart_on.len()
+    );
+    // An id the last shard coordinates, before and after: another shard after a
+    // restart on more shards.
+    let id = (0..)
+        .map(|n| format!("tx-crash-{n}"))
+        .find(|id| {
+            coordinator_slot(id, cores.len()) == cores.len() - 1
+                && coordinator_slot(id, restart_on.len()) == restart_on.len() - 1
+        })
+        .expect("an id");
+    let id = id.as_str();
     let log = dir.path().join("writer.log");
     let mut writer = spawn_script_logged(
         "txn_crash.py",
-        &[
-            "write", &bootstrap, &topic, "tx-crash", ending, RECORDS, "1",
-        ],
+        &["write", &bootstrap, &topic, id, ending, RECORDS, "1"],
         180,
         Some(&log),
     );
@@ -74,10 +115,10 @@ fn crash_in_the_end(probe: &str, ending: &str, client: Client) {
     }
     assert!(!broker.log().contains("panicked"), "{}", broker.log());
     broker.failure_probe = None;
+    broker.set_cores(restart_on);
     match client {
         Client::DiesWithTheBroker => {
-            let _ = writer.kill();
-            let _ = writer.wait();
+            client_dies(&mut writer);
             broker.crash_and_restart();
         }
         Client::Retries => {
@@ -85,30 +126,85 @@ fn crash_in_the_end(probe: &str, ending: &str, client: Client) {
             writer_succeeds(writer, &log, || format!("broker log:\n{}", broker.log()));
         }
     }
-    let check = [
-        "check", &bootstrap, &topic, "tx-crash", ending, RECORDS, "reuse",
-    ];
+    let check = ["check", &bootstrap, &topic, id, ending, RECORDS, "reuse"];
     run_script("txn_crash.py", &broker, &check.map(String::from));
+    // The id kept its producer through the crash: the check's new producer of it was
+    // given the next epoch of the same producer id, not a fresh id at epoch 0 (its
+    // state lost).
+    let (ok, described) = run_weir(&["transactions", "describe", id, "--bootstrap", &bootstrap]);
+    assert!(ok, "{described}");
+    let epoch: i16 = described
+        .split(" epoch ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|e| e.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no epoch in {described:?}"));
+    assert!(
+        epoch >= 1,
+        "the id's state was lost in the crash: {described}\n{}",
+        broker.log()
+    );
 }
 
 #[test]
 fn a_commit_decided_before_a_crash_is_completed_after_it() {
-    crash_in_the_end("txn-prepared", "commit", Client::DiesWithTheBroker);
+    crash_in_the_end(
+        "txn-prepared",
+        "commit",
+        Client::DiesWithTheBroker,
+        Shards::Two,
+    );
 }
 
 #[test]
 fn an_abort_decided_before_a_crash_is_completed_after_it() {
-    crash_in_the_end("txn-prepared", "abort", Client::DiesWithTheBroker);
+    crash_in_the_end(
+        "txn-prepared",
+        "abort",
+        Client::DiesWithTheBroker,
+        Shards::Two,
+    );
 }
 
 #[test]
 fn a_leader_killed_with_its_markers_durable_but_unanswered_loses_and_repeats_nothing() {
-    crash_in_the_end("txn-marker-written", "commit", Client::Retries);
+    crash_in_the_end("txn-marker-written", "commit", Client::Retries, Shards::Two);
 }
 
 #[test]
 fn a_transaction_marked_but_not_recorded_complete_completes_after_a_crash() {
-    crash_in_the_end("txn-marked", "abort", Client::DiesWithTheBroker);
+    crash_in_the_end(
+        "txn-marked",
+        "abort",
+        Client::DiesWithTheBroker,
+        Shards::Two,
+    );
+}
+
+#[test]
+fn a_single_shards_decision_and_markers_durable_together_survive_a_crash_before_the_answer() {
+    // The coordinator's own partitions: its decision and markers share a group commit.
+    crash_in_the_end("txn-marker-written", "commit", Client::Retries, Shards::One);
+}
+
+#[test]
+fn a_single_shards_transaction_marked_but_not_recorded_complete_completes_after_a_crash() {
+    crash_in_the_end(
+        "txn-marked",
+        "commit",
+        Client::DiesWithTheBroker,
+        Shards::One,
+    );
+}
+
+#[test]
+fn a_decision_logged_by_one_shard_is_completed_by_another_after_a_restart_on_more_shards() {
+    crash_in_the_end(
+        "txn-prepared",
+        "commit",
+        Client::DiesWithTheBroker,
+        Shards::OneThenTwo,
+    );
 }
 
 #[test]
@@ -158,8 +254,7 @@ fn another_host_finishes_a_commit_whose_coordinator_died_after_deciding_it() {
         std::thread::sleep(Duration::from_millis(20));
     };
     eprintln!("host {coordinator} died with the commit decided");
-    let _ = writer.kill();
-    let _ = writer.wait();
+    client_dies(&mut writer);
     // The other hosts finish the commit while the coordinator's host is still down, and
     // it stays finished when that host is back.
     let check = [

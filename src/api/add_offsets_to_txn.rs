@@ -9,7 +9,9 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{security::acl::Operation, shard::context::ShardContext};
+use crate::{
+    security::acl::Operation, shard::context::ShardContext, shard::txn_routing::EnrolWait,
+};
 
 use super::{authorize::Access, error_code::fenced_before, Call, Handler, Reply};
 
@@ -43,6 +45,7 @@ impl Handler for AddOffsetsToTxn {
                 req.producer_epoch,
                 &[],
                 &[group.to_string()],
+                EnrolWait::Durable,
             )
             .await
         };

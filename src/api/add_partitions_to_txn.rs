@@ -16,7 +16,9 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{security::acl::Operation, shard::context::ShardContext};
+use crate::{
+    security::acl::Operation, shard::context::ShardContext, shard::txn_routing::EnrolWait,
+};
 
 use super::{
     add_partitions_to_txn_brokers, authorize::Access, error_code::fenced_before, Call, Handler,
@@ -84,6 +86,7 @@ impl Handler for AddPartitionsToTxn {
                 req.v3_and_below_producer_epoch,
                 &partitions,
                 &[],
+                EnrolWait::Durable,
             )
             .await
         };

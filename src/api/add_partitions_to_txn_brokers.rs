@@ -18,7 +18,7 @@ use kafka_protocol::{
 
 use crate::{
     metadata::cluster_state::OFFSETS_TOPIC, security::acl::Operation, shard::context::ShardContext,
-    txn::state,
+    shard::txn_routing::EnrolWait, txn::state,
 };
 
 use super::authorize::Access;
@@ -79,7 +79,7 @@ async fn transaction(
         ctx.coordinating(id).await?;
         return state::verify(ctx.txns.get(id)?.as_ref(), producer_id, epoch, partitions);
     }
-    ctx.add_to_txn(id, producer_id, epoch, partitions, &[])
+    ctx.add_to_txn(id, producer_id, epoch, partitions, &[], EnrolWait::Durable)
         .await
 }
 

@@ -26,7 +26,7 @@ use crate::{
     replication::{lag_report::ReplicaLags, Replication},
     semaphore::Semaphore,
     storage::{Clock, LogConfig, PartitionLog, ShardStorage, ShardStorageConfig, StorageError},
-    txn::{coordinator::TxnCoordinator, peer::Peers},
+    txn::{coordinator::TxnCoordinator, peer::Peers, state_log::StateLog},
 };
 
 /// Why a partition cannot be served here (`api::error_code` says what Kafka error it is).
@@ -47,6 +47,17 @@ pub enum PartitionError {
 /// minutes, which lets a fast partition overshoot its retention.bytes by minutes of
 /// writes; a pass costs a few comparisons per open partition.
 pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Why a shard could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Its storage could not start or open its partitions.
+    #[error(transparent)]
+    Storage(StorageError),
+    /// Its transaction-state log could not be opened.
+    #[error("transaction-state log: {0}")]
+    TxnStateLog(crate::group::journal::JournalError),
+}
 
 /// One shard's state.
 pub struct ShardContext {
@@ -95,7 +106,7 @@ impl ShardContext {
         offsets: Arc<OffsetStore>,
         metrics: Arc<BrokerMetrics>,
         lags: Arc<ReplicaLags>,
-    ) -> Result<Rc<ShardContext>, StorageError> {
+    ) -> Result<Rc<ShardContext>, StartError> {
         let metrics = ShardMetrics::new(metrics, id.0);
         let storage = ShardStorage::start(
             ShardStorageConfig {
@@ -107,7 +118,19 @@ impl ShardContext {
             },
             Clock::System,
         )
-        .await?;
+        .await
+        .map_err(StartError::Storage)?;
+        // A single host logs its transaction states in each shard (a new log: what the
+        // last one held was applied to LMDB before the shards started); a cluster host
+        // in its journal partitions.
+        let state_log = match config.cluster {
+            Some(_) => None,
+            None => Some(
+                StateLog::open(&storage)
+                    .await
+                    .map_err(StartError::TxnStateLog)?,
+            ),
+        };
         let inflight_kib = config.inflight_bytes_max.div_ceil(1024) as u64;
         let peers = Peers::new(config.peer_dialer());
         let ctx = Rc::new(ShardContext {
@@ -117,7 +140,7 @@ impl ShardContext {
             registry,
             producer_ids,
             lags,
-            txns: TxnCoordinator::new(Arc::clone(&offsets), peers),
+            txns: TxnCoordinator::new(Arc::clone(&offsets), peers, state_log),
             coordinator: Coordinator::new(offsets),
             storage,
             inflight: Rc::new(Semaphore::new(inflight_kib)),
@@ -142,6 +165,7 @@ impl ShardContext {
                 tracing::error!(topic = %topic, partition = p, error = %e, "closing partition failed");
             }
         }
+        self.txns.close().await;
         self.storage.shutdown().await;
         tracing::info!(shard = self.id.0, "shard stopped");
     }

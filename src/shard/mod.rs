@@ -38,9 +38,10 @@ use crate::{
     metrics::{self, BrokerMetrics, ControllerMetrics},
     net::listener,
     replication::lag_report::ReplicaLags,
+    txn::state_log,
 };
 
-use context::ShardContext;
+use context::{ShardContext, StartError};
 use std::rc::Rc;
 
 /// Why the broker could not start or stopped.
@@ -72,6 +73,18 @@ pub enum BrokerError {
         #[source]
         source: crate::storage::StorageError,
     },
+    /// A shard's transaction-state log could not be opened or replayed.
+    #[error("shard {shard}: transaction-state log: {source}")]
+    TxnStateLog {
+        /// The shard.
+        shard: usize,
+        /// What went wrong.
+        #[source]
+        source: crate::group::journal::JournalError,
+    },
+    /// The transaction-state logs no shard opens any more could not be applied.
+    #[error(transparent)]
+    AdoptTxnLogs(#[from] crate::txn::state_log::AdoptError),
     /// A shard's listener failed.
     #[error("shard {shard}: listener: {source}")]
     Listener {
@@ -289,6 +302,14 @@ fn serve(
         &config.data_dir.join("group-offsets"),
         1 << 30,
     )?);
+    // Every shard's transaction-state log is applied to LMDB before any shard serves,
+    // whichever shard (or, before the host joined a cluster, which host mode) wrote it;
+    // a single host's shards then begin new ones (`txn::state_log`).
+    let logs = state_log::existing(&config.data_dir).map_err(|source| BrokerError::DataDir {
+        path: config.data_dir.clone(),
+        source,
+    })?;
+    state_log::adopt(logs, Arc::clone(&offsets))?;
     let config = Arc::new(config);
     let metrics = BrokerMetrics::new(config.shards, Arc::clone(&offsets), quorum);
     if let Some(addr) = config.metrics_listen {
@@ -332,7 +353,10 @@ fn serve(
                     lags,
                 )
                 .await
-                .map_err(|source| BrokerError::Storage { shard, source })?;
+                .map_err(|e| match e {
+                    StartError::Storage(source) => BrokerError::Storage { shard, source },
+                    StartError::TxnStateLog(source) => BrokerError::TxnStateLog { shard, source },
+                })?;
                 background::start(&ctx);
                 if shard == 0 && ctx.config.sasl.is_some() {
                     // Serve once the users exist, or anyway after a while (a cluster

@@ -19,11 +19,24 @@ use crate::{
     metadata::{cluster_state::OFFSETS_TOPIC, placement::coordinator_slot},
     storage::partition_log::MarkerEnds,
     txn::{
+        coordinator::TxnCoordinator,
         enrol,
         markers::{self, MarkerTarget, TxnEnd},
         state::{self, TxnMetadata, TxnProtocol, TxnState},
     },
 };
+
+/// What an enrolment's caller needs of the open state before it goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnrolWait {
+    /// Durable: the client is answered and may write anywhere next, or what follows
+    /// is not in a partition log (offsets pending in a group).
+    Durable,
+    /// Appended: the caller appends the transaction's batches to partitions of this
+    /// shard next, which a single host's group commit makes durable only with it
+    /// (`TxnCoordinator::persist_ahead`).
+    Appended,
+}
 
 /// How often a shard looks for transactions to finish or expire.
 pub const TXN_HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(500);
@@ -151,7 +164,8 @@ impl ShardContext {
     }
 
     /// AddPartitionsToTxn and AddOffsetsToTxn at `id`'s coordinator: adds `partitions`
-    /// and `groups` to the open transaction (opening one), durably.
+    /// and `groups` to the open transaction (opening one), durably or, as `wait` says,
+    /// ahead of the batches its caller appends on this shard.
     pub async fn add_to_txn(
         &self,
         id: &str,
@@ -159,6 +173,7 @@ impl ShardContext {
         epoch: i16,
         partitions: &[(String, u32)],
         groups: &[String],
+        wait: EnrolWait,
     ) -> Result<(), ResponseError> {
         let journal = self.coordinating(id).await?;
         let lock = self.txns.lock(id);
@@ -173,7 +188,13 @@ impl ShardContext {
             now_ms(),
         )?;
         if let Some(next) = next {
-            self.txns.persist(id, &next, journal.as_ref()).await?;
+            match wait {
+                EnrolWait::Durable => self.txns.persist(id, &next, journal.as_ref()).await?,
+                EnrolWait::Appended => {
+                    // Its durability comes with the batches' (or it is durable).
+                    drop(self.txns.persist_ahead(id, &next, journal.as_ref()).await?);
+                }
+            }
             if current.is_none_or(|c| c.state != TxnState::Ongoing) {
                 self.metrics.transactions.begun();
             }
@@ -183,7 +204,9 @@ impl ShardContext {
 
     /// Adds `partitions` and `groups` to `id`'s transaction wherever it is
     /// coordinated: here, or at its coordinator's host (the brokers' AddPartitionsToTxn,
-    /// each group as its journal partition). Transactions V2's implicit enrolment.
+    /// each group as its journal partition). Transactions V2's implicit enrolment, by
+    /// the leader of `partitions` (whose batches follow on this shard) or the
+    /// coordinator of `groups`.
     pub async fn enrol_in_txn(
         &self,
         id: &str,
@@ -194,8 +217,14 @@ impl ShardContext {
     ) -> Result<(), ResponseError> {
         self.resync().await;
         if self.owns_group(id) {
+            // Pending offsets go to LMDB, not into this shard's group commit.
+            let wait = if groups.is_empty() {
+                EnrolWait::Appended
+            } else {
+                EnrolWait::Durable
+            };
             return self
-                .add_to_txn(id, producer_id, epoch, partitions, groups)
+                .add_to_txn(id, producer_id, epoch, partitions, groups, wait)
                 .await;
         }
         let snapshot = self.metadata();
@@ -253,9 +282,28 @@ impl ShardContext {
                     })?;
                     prepared = state::with_next_producer_id(prepared, fresh);
                 }
+                let next = state::next_producer(&prepared);
+                let ends_here = self
+                    .marker_targets(&prepared)
+                    .is_ok_and(|targets| targets.iter().all(|(node, _)| *node == self.node));
+                if self.txns.logs_here() && ends_here && prepared.groups.is_empty() {
+                    // Every marker goes to a partition of this shard: the decision is
+                    // appended ahead of them and made durable by the round that makes
+                    // them durable (or one before), and a read_committed reader sees
+                    // the transaction only once its marker is durable. One round where
+                    // deciding and then marking took two; answered when both are done.
+                    let ahead = self
+                        .txns
+                        .persist_ahead(id, &prepared, journal.as_ref())
+                        .await?;
+                    // A failure leaves the Prepare state for the background pass.
+                    let _ = self.finish_txn(id, &prepared, journal.as_ref()).await;
+                    TxnCoordinator::durable(id, ahead).await?;
+                    failure_probe::reached(Probe::TxnPrepared);
+                    return Ok(next);
+                }
                 self.txns.persist(id, &prepared, journal.as_ref()).await?;
                 failure_probe::reached(Probe::TxnPrepared);
-                let next = state::next_producer(&prepared);
                 let (ctx, id) = (Rc::clone(self), id.to_string());
                 glommio::spawn_local(async move {
                     let _held = held;
@@ -350,5 +398,6 @@ impl ShardContext {
         self.metrics
             .transactions
             .set_open(open, oldest_ms.max(0) as u64);
+        self.txns.checkpoint_if_due().await;
     }
 }

@@ -1,9 +1,10 @@
 //! One shard's transaction coordinator: the durable side of [`state`](super::state).
 //! Requests for one transactional id run one at a time (a lock per id); each change is
-//! appended to the id's journal partition on a cluster (committed on every in-sync
-//! replica), written to the host's LMDB and synced before the caller answers — in
-//! rounds shared by every id that changes meanwhile ([`StateWriter`]). Which ids
-//! this shard coordinates, and where their markers go, is the shard's business
+//! appended to a log before the caller answers — the id's journal partition on a
+//! cluster (committed on every in-sync replica), the shard's state log on a single
+//! host (durable by the shard's group commit) — and then written, unsynced, to the
+//! host's LMDB, the view that requests read ([`StateWriter`]). Which ids this shard
+//! coordinates, and where their markers go, is the shard's business
 //! (`shard::txn_routing`).
 
 use std::{rc::Rc, sync::Arc};
@@ -13,14 +14,18 @@ use kafka_protocol::ResponseError;
 use super::{
     peer::Peers,
     state::TxnMetadata,
-    state_writer::{self, Durability, StateWriter},
+    state_log::StateLog,
+    state_writer::{self, StateWriter},
 };
 use crate::group::{
     journal::{Journal, JournalError},
     offset_store::OffsetStore,
 };
 use crate::keyed_lock::{KeyLock, KeyedLocks};
-use crate::storage::StorageError;
+use crate::storage::{
+    partition_log::{Durable, Wait},
+    StorageError,
+};
 
 /// Longest transactional id (LMDB's key limit).
 pub const TRANSACTIONAL_ID_BYTES_MAX: usize = crate::group::offset_store::KEY_BYTES_MAX;
@@ -31,16 +36,21 @@ pub struct TxnCoordinator {
     peers: Peers,
     writer: Rc<StateWriter>,
     locks: KeyedLocks<String>,
+    /// A single host's state log; None on a cluster host, whose changes go to the
+    /// journal partition the caller passes.
+    local: Option<StateLog>,
 }
 
 impl TxnCoordinator {
-    /// A coordinator over the host's `store`, reaching other nodes through `peers`.
-    pub fn new(store: Arc<OffsetStore>, peers: Peers) -> TxnCoordinator {
+    /// A coordinator over the host's `store`, reaching other nodes through `peers`,
+    /// logging its changes to `local` on a single host.
+    pub fn new(store: Arc<OffsetStore>, peers: Peers, local: Option<StateLog>) -> TxnCoordinator {
         TxnCoordinator {
             peers,
             writer: StateWriter::new(Arc::clone(&store)),
             store,
             locks: KeyedLocks::default(),
+            local,
         }
     }
 
@@ -89,71 +99,140 @@ impl TxnCoordinator {
         all
     }
 
-    /// Makes `meta` `id`'s state without waiting for it to be written, for a completed
-    /// transaction: a crash may lose it, and then the coordinator finds the Prepare state
-    /// before it and completes the transaction again (its markers are safe to repeat);
-    /// the id's next change, which opens a transaction, waits for the sync that covers
-    /// this write too, and reads it meanwhile from the queue. Saves EndTxn one sync of
-    /// the journal and one of LMDB, and the hand-off that would write it alone.
+    /// Makes `meta` `id`'s state without waiting for its log to hold it, for a
+    /// completed transaction: a crash may lose it, and then the coordinator finds the
+    /// Prepare state before it and completes the transaction again (its markers are
+    /// safe to repeat). The id's next change, which the producer waits for, is logged
+    /// after it, so a crash that keeps that one keeps this one too.
     pub async fn persist_eventually(
         &self,
         id: &str,
         meta: &TxnMetadata,
         journal: Option<&Journal>,
     ) -> Result<(), ResponseError> {
-        self.write(id, Some(meta.clone()), journal, Durability::Queued)
+        self.write(id, Some(meta.clone()), journal, false)
             .await
+            .map(drop)
     }
 
-    /// Makes `meta` `id`'s state: journaled first on a cluster, then written to LMDB
-    /// and synced. NOT_COORDINATOR when this shard lost the journal partition meanwhile.
+    /// True on a single host, whose changes go to this shard's state log: one the
+    /// shard's group commit makes durable with the shard's partitions (see
+    /// [`persist_ahead`](Self::persist_ahead)).
+    pub fn logs_here(&self) -> bool {
+        self.local.is_some()
+    }
+
+    /// Appends `meta` as `id`'s state to the shard's state log and returns at once with
+    /// the wait for it to be durable — for a change whose dependents the caller appends
+    /// next to partitions of this shard (a transaction's first batches, or its markers).
+    /// The shard's group commit makes appends durable in the order they were made
+    /// (each round writes everything appended before it began, and rounds finish in
+    /// order), so once a dependent is durable this change is too, and a crash never
+    /// keeps a dependent without it. On a cluster host (not [`logs_here`](Self::logs_here))
+    /// the journal is replicated apart from the partitions: it persists as
+    /// [`persist`](Self::persist) does and returns `None`.
+    pub async fn persist_ahead(
+        &self,
+        id: &str,
+        meta: &TxnMetadata,
+        journal: Option<&Journal>,
+    ) -> Result<Option<Durable>, ResponseError> {
+        let wait = journal.is_some() || self.local.is_none();
+        self.write(id, Some(meta.clone()), journal, wait).await
+    }
+
+    /// Waits for what [`persist_ahead`](Self::persist_ahead) appended to be durable.
+    pub async fn durable(id: &str, ahead: Option<Durable>) -> Result<(), ResponseError> {
+        match ahead {
+            Some(durable) => durable.waiting_for(Wait::Committed).await.map_err(|e| {
+                tracing::error!(id, error = %e, "transaction state not durable");
+                ResponseError::KafkaStorageError
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes `meta` `id`'s state, durably: returns once its log holds it.
+    /// NOT_COORDINATOR when this shard lost the journal partition meanwhile.
     pub async fn persist(
         &self,
         id: &str,
         meta: &TxnMetadata,
         journal: Option<&Journal>,
     ) -> Result<(), ResponseError> {
-        self.write(id, Some(meta.clone()), journal, Durability::Synced)
+        self.write(id, Some(meta.clone()), journal, true)
             .await
+            .map(drop)
     }
 
-    /// Forgets `id` (expired), durably as [`persist`](Self::persist) writes a state:
-    /// journaled first on a cluster, so every replica forgets it.
+    /// Forgets `id` (expired), durably as [`persist`](Self::persist) writes a state, so
+    /// a replay (and every replica of a journal) forgets it too.
     pub async fn forget(&self, id: &str, journal: Option<&Journal>) -> Result<(), ResponseError> {
-        self.write(id, None, journal, Durability::Synced).await
+        self.write(id, None, journal, true).await.map(drop)
     }
 
-    /// Journals `state` as `id`'s (on a cluster; None forgets the id) and hands it to
-    /// the writer as every replica of the journal applies it; waits for the journal's
-    /// commit and the store's sync when `durability` is [`Durability::Synced`].
+    /// Logs `state` as `id`'s (None forgets the id) in `journal`, or in the shard's
+    /// state log without one, waiting for it to be durable there when `wait` (else
+    /// returning the wait); then queues it for LMDB.
     async fn write(
         &self,
         id: &str,
         state: Option<TxnMetadata>,
         journal: Option<&Journal>,
-        durability: Durability,
-    ) -> Result<(), ResponseError> {
-        // Held until the change is in LMDB, so a journal snapshot never misses it.
-        let pass = match journal {
-            Some(journal) => {
-                let record = state_writer::record(id, state.as_ref());
-                let appended = match durability {
-                    Durability::Synced => journal.append(&record).await,
-                    Durability::Queued => {
-                        journal.append_unwaited(&record).await.map(|(_, pass)| pass)
-                    }
-                };
-                Some(appended.map_err(|e| journal_error(id, e))?)
+        wait: bool,
+    ) -> Result<Option<Durable>, ResponseError> {
+        let local;
+        let journal = match (journal, &self.local) {
+            (Some(journal), _) => journal,
+            (None, Some(log)) => {
+                local = log.journal();
+                &local
             }
-            None => None,
+            (None, None) => {
+                // A cluster host's coordinator always has its journal partition.
+                tracing::error!(id, "transaction state change without a log to write it to");
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
         };
-        self.writer
-            .write(id, state, pass, durability)
-            .await
-            .map_err(|e| {
-                tracing::error!(id, error = %e, "transaction state not durable");
-                ResponseError::KafkaStorageError
-            })
+        let record = state_writer::record(id, state.as_ref());
+        let (durable, pass) = if wait {
+            journal.append(&record).await.map(|pass| (None, pass))
+        } else {
+            journal
+                .append_unwaited(&record)
+                .await
+                .map(|(durable, pass)| (Some(durable), pass))
+        }
+        .map_err(|e| journal_error(id, e))?;
+        // Held until the change is in LMDB, so a checkpoint or snapshot never misses it.
+        self.writer.write(id, state, Some(pass));
+        Ok(durable)
+    }
+
+    /// Checkpoints the shard's state log when it is due (`state_log`); a no-op on a
+    /// cluster host.
+    pub async fn checkpoint_if_due(&self) {
+        let Some(log) = &self.local else {
+            return;
+        };
+        match log.checkpoint_if_due(&self.store).await {
+            Ok(Some(start)) => {
+                tracing::debug!(log_start = start, "transaction-state log checkpointed")
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "transaction-state log checkpoint failed"),
+        }
+    }
+
+    /// Closes the shard's state log (what was appended is made durable); later changes
+    /// fail with NOT_COORDINATOR.
+    pub async fn close(&self) {
+        if let Some(Err(e)) = match &self.local {
+            Some(log) => Some(log.close().await),
+            None => None,
+        } {
+            tracing::error!(error = %e, "closing the transaction-state log failed");
+        }
     }
 }
 

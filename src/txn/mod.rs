@@ -10,4 +10,5 @@ pub mod enrol;
 pub mod markers;
 pub mod peer;
 pub mod state;
+pub mod state_log;
 pub mod state_writer;

@@ -203,6 +203,13 @@ impl Broker {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// Runs the broker with one shard on each of `cores` from its next start (a host
+    /// whose shard count changed); its ports stay (shard 0 keeps the first).
+    pub fn set_cores(&mut self, cores: &[usize]) {
+        self.cores = cores.to_vec();
+        self.shards = cores.len();
+    }
+
     /// Kills the broker with SIGKILL (a crash) and starts it again on the same ports.
     pub fn crash_and_restart(&mut self) {
         self.kill();
