@@ -82,7 +82,7 @@ pub enum BrokerError {
         #[source]
         source: crate::group::journal::JournalError,
     },
-    /// The transaction-state logs no shard opens any more could not be applied.
+    /// The shards' transaction-state logs could not be applied to LMDB at start.
     #[error(transparent)]
     AdoptTxnLogs(#[from] crate::txn::state_log::AdoptError),
     /// A shard's listener failed.

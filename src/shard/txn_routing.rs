@@ -94,6 +94,18 @@ impl ShardContext {
         Ok(by_node)
     }
 
+    /// `meta`'s marker targets when this shard writes every one of them itself, into
+    /// the group commit its state log shares: a single host, no group's offsets in the
+    /// transaction, and every partition led here.
+    fn markers_here(&self, meta: &TxnMetadata) -> Option<Vec<(i32, MarkerTarget)>> {
+        if !self.txns.logs_here() || !meta.groups.is_empty() {
+            return None;
+        }
+        self.marker_targets(meta)
+            .ok()
+            .filter(|targets| targets.iter().all(|(node, _)| *node == self.node))
+    }
+
     /// Writes `end`'s markers to `targets`: those of this shard's own node here, with
     /// no request (a single host's whole transaction), the others' with a
     /// WriteTxnMarkers request to each node, all at once.
@@ -131,6 +143,21 @@ impl ShardContext {
         meta: &TxnMetadata,
         journal: Option<&Journal>,
     ) -> Result<TxnMetadata, ResponseError> {
+        let targets = self.marker_targets(meta).map_err(|reason| {
+            tracing::info!(id, reason, "transaction markers wait");
+            ResponseError::CoordinatorNotAvailable
+        })?;
+        self.finish_txn_at(id, meta, journal, targets).await
+    }
+
+    /// [`finish_txn`](Self::finish_txn) with `meta`'s marker targets found.
+    async fn finish_txn_at(
+        &self,
+        id: &str,
+        meta: &TxnMetadata,
+        journal: Option<&Journal>,
+        targets: Vec<(i32, MarkerTarget)>,
+    ) -> Result<TxnMetadata, ResponseError> {
         let end = TxnEnd {
             producer_id: meta.producer_id,
             producer_epoch: meta.producer_epoch,
@@ -142,10 +169,6 @@ impl ShardContext {
                 MarkerEnds::AtItsEpoch
             },
         };
-        let targets = self.marker_targets(meta).map_err(|reason| {
-            tracing::info!(id, reason, "transaction markers wait");
-            ResponseError::CoordinatorNotAvailable
-        })?;
         if let Err(e) = self.write_markers_to(end, targets).await {
             tracing::info!(id, error = %e, "transaction markers not written yet");
             return Err(ResponseError::CoordinatorNotAvailable);
@@ -283,10 +306,7 @@ impl ShardContext {
                     prepared = state::with_next_producer_id(prepared, fresh);
                 }
                 let next = state::next_producer(&prepared);
-                let ends_here = self
-                    .marker_targets(&prepared)
-                    .is_ok_and(|targets| targets.iter().all(|(node, _)| *node == self.node));
-                if self.txns.logs_here() && ends_here && prepared.groups.is_empty() {
+                if let Some(targets) = self.markers_here(&prepared) {
                     // Every marker goes to a partition of this shard: the decision is
                     // appended ahead of them and made durable by the round that makes
                     // them durable (or one before), and a read_committed reader sees
@@ -297,7 +317,9 @@ impl ShardContext {
                         .persist_ahead(id, &prepared, journal.as_ref())
                         .await?;
                     // A failure leaves the Prepare state for the background pass.
-                    let _ = self.finish_txn(id, &prepared, journal.as_ref()).await;
+                    let _ = self
+                        .finish_txn_at(id, &prepared, journal.as_ref(), targets)
+                        .await;
                     TxnCoordinator::durable(id, ahead).await?;
                     failure_probe::reached(Probe::TxnPrepared);
                     return Ok(next);

@@ -181,18 +181,10 @@ impl TxnCoordinator {
         journal: Option<&Journal>,
         wait: bool,
     ) -> Result<Option<Durable>, ResponseError> {
-        let local;
-        let journal = match (journal, &self.local) {
-            (Some(journal), _) => journal,
-            (None, Some(log)) => {
-                local = log.journal();
-                &local
-            }
-            (None, None) => {
-                // A cluster host's coordinator always has its journal partition.
-                tracing::error!(id, "transaction state change without a log to write it to");
-                return Err(ResponseError::CoordinatorNotAvailable);
-            }
+        let Some(journal) = journal.or(self.local.as_ref().map(StateLog::journal)) else {
+            // A cluster host's coordinator always has its journal partition.
+            tracing::error!(id, "transaction state change without a log to write it to");
+            return Err(ResponseError::CoordinatorNotAvailable);
         };
         let record = state_writer::record(id, state.as_ref());
         let (durable, pass) = if wait {
@@ -227,10 +219,10 @@ impl TxnCoordinator {
     /// Closes the shard's state log (what was appended is made durable); later changes
     /// fail with NOT_COORDINATOR.
     pub async fn close(&self) {
-        if let Some(Err(e)) = match &self.local {
-            Some(log) => Some(log.close().await),
-            None => None,
-        } {
+        let Some(log) = &self.local else {
+            return;
+        };
+        if let Err(e) = log.close().await {
             tracing::error!(error = %e, "closing the transaction-state log failed");
         }
     }

@@ -25,12 +25,12 @@ use std::{
 };
 
 use crate::group::{
-    journal::{self, Journal, JournalError, JournalGate},
+    journal::{self, Journal, JournalError},
     offset_store::OffsetStore,
 };
 use crate::storage::{
     config::{CleanupPolicy, LogConfig},
-    Clock, FlushConfig, PartitionLog, ShardStorage, ShardStorageConfig,
+    Clock, FlushConfig, ShardStorage, ShardStorageConfig,
 };
 
 /// The directory of a shard's transaction-state log, inside the shard's directory.
@@ -40,10 +40,10 @@ pub const STATE_LOG_DIR: &str = "transaction-states";
 /// about two.
 const SEGMENT_BYTES: u64 = 32 << 20;
 
-/// A shard's transaction-state log. `!Send`.
+/// A shard's transaction-state log: a journal whose log is the shard's own (epoch 0:
+/// it has no leader to change). `!Send`.
 pub struct StateLog {
-    log: PartitionLog,
-    gate: std::rc::Rc<JournalGate>,
+    journal: Journal,
 }
 
 impl StateLog {
@@ -59,23 +59,22 @@ impl StateLog {
         let dir = storage.data_dir().join(STATE_LOG_DIR);
         let (log, _) = storage.open_log(&dir, config).await?;
         Ok(StateLog {
-            log,
-            gate: Default::default(),
+            journal: Journal {
+                log,
+                epoch: 0,
+                gate: Default::default(),
+            },
         })
     }
 
     /// Applies every record the log holds to `store` and syncs it; returns how many.
     pub async fn replay(&self, store: &Arc<OffsetStore>) -> Result<usize, JournalError> {
-        journal::replay(&self.log, store, |_| false).await
+        journal::replay(&self.journal.log, store, |_| false).await
     }
 
-    /// The journal a coordinator appends to (epoch 0: the log has no leader to change).
-    pub fn journal(&self) -> Journal {
-        Journal {
-            log: self.log.clone(),
-            epoch: 0,
-            gate: std::rc::Rc::clone(&self.gate),
-        }
+    /// The journal a coordinator appends to.
+    pub fn journal(&self) -> &Journal {
+        &self.journal
     }
 
     /// Checkpoints when the log holds a sealed segment (see the module docs); returns
@@ -84,22 +83,23 @@ impl StateLog {
         &self,
         store: &Arc<OffsetStore>,
     ) -> Result<Option<u64>, JournalError> {
-        if self.log.offsets().segments < 2 {
+        let log = &self.journal.log;
+        if log.offsets().segments < 2 {
             return Ok(None);
         }
         // Every change appended so far is in LMDB while this is held.
-        let _exclusive = self.gate.exclusive().await?;
+        let _exclusive = self.journal.gate.exclusive().await?;
         let synced = Arc::clone(store);
         glommio::executor()
             .spawn_blocking(move || synced.sync())
             .await?;
-        let to = self.log.offsets().high_watermark;
-        Ok(Some(self.log.delete_records(to).await?.0))
+        let to = log.offsets().high_watermark;
+        Ok(Some(log.delete_records(to).await?.0))
     }
 
     /// Makes everything appended durable and closes the log.
     pub async fn close(&self) -> Result<(), JournalError> {
-        Ok(self.log.close().await?)
+        Ok(self.journal.log.close().await?)
     }
 }
 
@@ -300,11 +300,15 @@ mod tests {
             assert_eq!(log.checkpoint_if_due(&store).await.expect("none due"), None);
             let writer = StateWriter::new(Arc::clone(&store));
             change_all(&log, &writer, &ids, 1).await;
-            assert!(log.log.offsets().segments >= 2, "{:?}", log.log.offsets());
+            assert!(
+                log.journal.log.offsets().segments >= 2,
+                "{:?}",
+                log.journal.log.offsets()
+            );
             // Waits for the writer's round (the passes) before it syncs LMDB.
             let start = log.checkpoint_if_due(&store).await.expect("checkpoint");
             assert_eq!(start, Some(ids.len() as u64));
-            assert_eq!(log.log.offsets().segments, 1);
+            assert_eq!(log.journal.log.offsets().segments, 1);
             change_all(&log, &writer, &ids[..2], 2).await;
             glommio::timer::sleep(WRITE_DELAY * 3).await;
             log.close().await.expect("close");
@@ -356,7 +360,7 @@ mod tests {
                 let appended = partition.append(&batch, 0).await.expect("append");
                 appended.durable.await.expect("durable");
                 assert!(
-                    log.log.offsets().high_watermark > Offset(round),
+                    log.journal.log.offsets().high_watermark > Offset(round),
                     "round {round}: the state log's append is durable with the batch after it"
                 );
             }
