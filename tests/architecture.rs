@@ -1,7 +1,9 @@
-//! The shape of the house, checked so it stays the shape DESIGN.md and `src/lib.rs`
-//! describe: the modules of each crate import each other without circles, no source
-//! file in `src/` passes 700 lines (unit tests included), and the network layer never
-//! names a Kafka API, and nothing but `src/semaphore.rs` waits on glommio's semaphore.
+//! The shape of the house, checked so it stays the shape `docs/design.md` and
+//! `src/lib.rs` describe: the modules of each crate import each other without circles,
+//! the broker's top-level modules import only their own layer or lower ones
+//! ([`LAYERS`]), no source file in `src/` passes 700 lines (unit tests included), the
+//! network layer never names a Kafka API, and nothing but `src/semaphore.rs` waits on
+//! glommio's semaphore.
 //!
 //! Imports are read from the source text: every `use` tree and inline path that starts
 //! with `crate::`, `super::` or `self::`, resolved to the longest module prefix that is a
@@ -17,6 +19,32 @@ use std::{
 const FILE_LINES_MAX: usize = 700;
 
 type Module = Vec<String>;
+
+/// The broker's top-level modules in layers, lowest first: a module may import its own
+/// layer and the ones below it, never one above. The order is the data path's: shared
+/// primitives and the metrics registry under the storage engine, who-is-who and the
+/// cluster's metadata over it, the coordinators (groups, then the transactions that
+/// commit group offsets) over those, replication and the controller quorum over the
+/// logs, then the configuration that names them all, the shard that runs them, the
+/// Kafka handlers that reach them through the shard, the network layer that calls the
+/// handlers, the boot that starts the network, and the commands on top.
+const LAYERS: &[&[&str]] = &[
+    &["failure_probe", "keyed_lock", "reserve_alloc", "semaphore"],
+    &["metrics"],
+    &["storage"],
+    &["security"],
+    &["metadata"],
+    &["group"],
+    &["txn"],
+    &["replication"],
+    &["cluster"],
+    &["config"],
+    &["shard"],
+    &["api"],
+    &["net"],
+    &["broker"],
+    &["admin", "cli"],
+];
 
 /// Every `.rs` file under `root`, keyed by its module path (`lib.rs`, `main.rs` and
 /// `mod.rs` name their directory's module).
@@ -203,6 +231,33 @@ fn circles(root: &Path) -> Vec<Vec<String>> {
     found.into_iter().collect()
 }
 
+/// Every import of a top-level module by a lower layer's module, as
+/// `importer -> imported` module paths; a top-level module [`LAYERS`] does not place is
+/// reported as `unplaced: name`.
+fn upward_imports(root: &Path, layers: &[&[&str]]) -> Vec<String> {
+    let layer_of = |top: &str| layers.iter().position(|l| l.contains(&top));
+    let all = modules(root);
+    let mut found = BTreeSet::new();
+    for (module, path) in &all {
+        let Some(top) = module.first() else {
+            continue; // the crate root declares the modules; it sits above them all
+        };
+        let Some(mine) = layer_of(top) else {
+            found.insert(format!("unplaced: {top}"));
+            continue;
+        };
+        for target in imports(module, path, &all) {
+            let Some(theirs) = target.first().and_then(|t| layer_of(t)) else {
+                continue;
+            };
+            if theirs > mine {
+                found.insert(format!("{} -> {}", module.join("/"), target.join("/")));
+            }
+        }
+    }
+    found.into_iter().collect()
+}
+
 fn root(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
@@ -248,6 +303,34 @@ fn the_checker_sees_a_circle_when_there_is_one() {
     )
     .expect("write");
     assert!(circles(src).is_empty(), "{:?}", circles(src));
+}
+
+#[test]
+fn the_broker_imports_only_downward() {
+    let found = upward_imports(&root("src"), LAYERS);
+    assert!(
+        found.is_empty(),
+        "imports of a higher layer (tests/architecture.rs LAYERS; mend by a move or a \
+         narrow trait the higher layer implements): {found:#?}"
+    );
+}
+
+#[test]
+fn the_layer_checker_sees_an_upward_import() {
+    let dir = tempfile::tempdir_in(root("target")).expect("tempdir");
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("low")).expect("mkdir");
+    std::fs::write(src.join("lib.rs"), "pub mod high;\npub mod low;\n").expect("write");
+    std::fs::write(src.join("high.rs"), "use crate::low::Thing;\n").expect("write");
+    std::fs::write(src.join("low/mod.rs"), "pub mod inner;\n").expect("write");
+    std::fs::write(src.join("low/inner.rs"), "pub struct Thing;\n").expect("write");
+    let layers: &[&[&str]] = &[&["low"], &["high"]];
+    assert!(upward_imports(src, layers).is_empty());
+    std::fs::write(src.join("low/inner.rs"), "use crate::high::X;\n").expect("write");
+    assert_eq!(upward_imports(src, layers), vec!["low/inner -> high"]);
+    // A module no layer places is named, so a new folder must take its place.
+    std::fs::write(src.join("stray.rs"), "").expect("write");
+    assert_eq!(upward_imports(src, layers).len(), 2);
 }
 
 #[test]

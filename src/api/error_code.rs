@@ -5,7 +5,7 @@ use kafka_protocol::ResponseError;
 
 use crate::{
     metadata::{cluster_state::MetadataError, registry::RegistryError},
-    shard::context::PartitionError,
+    shard::{context::PartitionError, txn_marking::MarkerError},
     storage::{producer_state::SequenceError, BatchError, StorageError},
 };
 
@@ -75,6 +75,17 @@ impl KafkaError for PartitionError {
             PartitionError::Unknown => ResponseError::UnknownTopicOrPartition,
             PartitionError::NotOwner => ResponseError::NotLeaderOrFollower,
             PartitionError::Storage => ResponseError::KafkaStorageError,
+        }
+    }
+}
+
+impl KafkaError for MarkerError {
+    fn kafka_error(&self) -> ResponseError {
+        match self {
+            MarkerError::Partition(e) => e.kafka_error(),
+            MarkerError::NotLeader => ResponseError::NotLeaderOrFollower,
+            MarkerError::Storage(e) => e.kafka_error(),
+            MarkerError::Group(e) => *e,
         }
     }
 }

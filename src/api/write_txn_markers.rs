@@ -23,7 +23,7 @@ use crate::{
     txn::markers::{marker_ends, TxnEnd},
 };
 
-use super::{authorize::Access, Call, Handler, Reply};
+use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
 
 /// WriteTxnMarkers.
 pub struct WriteTxnMarkers;
@@ -62,8 +62,12 @@ impl Handler for WriteTxnMarkers {
                 let name = topic.name.0.as_str();
                 topic.partition_indexes.iter().map(move |&p| (name, p))
             });
-            let marked = if allowed {
-                ctx.write_markers(end, partitions).await
+            let marked: Vec<Result<(), ResponseError>> = if allowed {
+                ctx.write_markers(end, partitions)
+                    .await
+                    .into_iter()
+                    .map(|r| r.map_err(|e| e.kafka_error()))
+                    .collect()
             } else {
                 partitions
                     .map(|_| Err(ResponseError::ClusterAuthorizationFailed))

@@ -36,7 +36,7 @@ impl Serve {
         }
         tracing::debug!(?config, "configuration");
         let stop = weir::shard::signals::stop_on_signals().context("installing signal handling")?;
-        weir::shard::run(config, stop).context("broker stopped")?;
+        weir::broker::run(config, stop).context("broker stopped")?;
         tracing::info!("stopped cleanly");
         Ok(())
     }

@@ -16,7 +16,7 @@ use rustls::{
 use tokio::net::TcpStream;
 use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
 
-use crate::net::tls::{certificates, pem_error, TlsError};
+use crate::security::tls::{certificates, pem_error, TlsError};
 
 /// Where a host's controller-channel certificate, key and CA are.
 #[derive(Debug, Clone, PartialEq, Eq)]

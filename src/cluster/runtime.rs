@@ -36,7 +36,7 @@ pub enum ClusterError {
     Thread(std::io::Error),
     /// The controller channel's certificates could not be loaded.
     #[error("controller TLS: {0}")]
-    Tls(#[from] crate::net::tls::TlsError),
+    Tls(#[from] crate::security::tls::TlsError),
     /// The thread ended before the host was registered.
     #[error("the controller thread stopped before this host registered")]
     Stopped,

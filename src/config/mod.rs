@@ -6,8 +6,8 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use crate::{
     cluster::config::ClusterConfig,
-    net::tls::TlsConfig,
     security::config::{AuthorizerConfig, SaslConfig},
+    security::tls::TlsConfig,
     storage::{segment_pool::RecycleConfig, FlushConfig, FlushMode, LogConfig},
 };
 

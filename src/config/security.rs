@@ -3,8 +3,8 @@
 
 use super::{invalid, options::ServeOptions, BrokerConfig, ConfigError};
 use crate::{
-    net::tls::TlsConfig,
     security::config::{AuthorizerConfig, SaslConfig},
+    security::tls::TlsConfig,
 };
 
 /// Sets TLS, SASL and the authorizer.

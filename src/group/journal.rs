@@ -35,7 +35,11 @@ use crate::storage::{
     record_batch::RecordBatch,
     BatchError, Offset, PartitionLog, ProducePayload, StorageError,
 };
-use crate::txn::state::TxnMetadata;
+
+/// Another coordinator's state for a key of a journal partition (a transactional id's),
+/// opaque to the group layer: its owner encodes and decodes it (`txn::stored`); the
+/// journal carries it, and LMDB stores it, as it came.
+pub type OpaqueState = serde_json::Value;
 
 /// One change to a group's offsets a coordinator accepted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,8 +101,8 @@ pub enum JournalRecord {
     Transaction {
         /// The transactional id.
         id: String,
-        /// Its state.
-        meta: TxnMetadata,
+        /// Its state, as its coordinator encoded it.
+        meta: OpaqueState,
     },
     /// A transactional id unused for longer than the expiration is forgotten (Kafka's
     /// tombstone in the transaction log).
@@ -400,7 +404,13 @@ pub fn apply_to(store: &OffsetStore, records: &[JournalRecord]) -> Result<(), Of
             } => {
                 store.end_pending(group, *producer_id, *producer_epoch, *commit)?;
             }
-            JournalRecord::Transaction { id, meta } => store.put_transaction(id, meta)?,
+            JournalRecord::Transaction { id, meta } => {
+                let stored = serde_json::to_vec(meta).map_err(|e| OffsetStoreError::Corrupt {
+                    group: format!("transactional id {id}"),
+                    reason: e.to_string(),
+                })?;
+                store.put_raw_transaction(id, &stored)?;
+            }
             JournalRecord::TransactionExpired { id } => store.remove_transaction(id)?,
             JournalRecord::SnapshotStart => {}
         }

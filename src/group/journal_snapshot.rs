@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use super::{
     journal::{encode_batches, Journal, JournalError, JournalGate, JournalRecord},
-    offset_store::{Fence, OffsetStore, SlotState},
+    offset_store::{Fence, OffsetStore, OffsetStoreError, SlotState},
 };
 use crate::storage::{clock::Clock, partition_log::Wait, Offset, PartitionLog};
 
@@ -49,8 +49,9 @@ pub fn due(log: &PartitionLog, gate: &JournalGate) -> bool {
     offsets.segments >= 2 && offsets.bytes >= floor.saturating_mul(2)
 }
 
-/// The records that restate `state`, behind a snapshot start.
-pub fn records_of(state: SlotState) -> Vec<JournalRecord> {
+/// The records that restate `state`, behind a snapshot start; refused when a stored
+/// transaction state is not the JSON its coordinator wrote.
+pub fn records_of(state: SlotState) -> Result<Vec<JournalRecord>, OffsetStoreError> {
     let mut out = vec![JournalRecord::SnapshotStart];
     out.extend(
         state
@@ -72,13 +73,14 @@ pub fn records_of(state: SlotState) -> Vec<JournalRecord> {
             offsets: p.offsets,
         }
     }));
-    out.extend(
-        state
-            .transactions
-            .into_iter()
-            .map(|(id, meta)| JournalRecord::Transaction { id, meta }),
-    );
-    out
+    for (id, stored) in state.transactions {
+        let meta = serde_json::from_slice(&stored).map_err(|e| OffsetStoreError::Corrupt {
+            group: format!("transactional id {id}"),
+            reason: e.to_string(),
+        })?;
+        out.push(JournalRecord::Transaction { id, meta });
+    }
+    Ok(out)
 }
 
 /// Writes a snapshot of the state `store` holds for the names `owns` accepts (those of
@@ -94,7 +96,7 @@ pub async fn snapshot(
     let state = glommio::executor()
         .spawn_blocking(move || reader.slot_state(&owns))
         .await?;
-    let records = records_of(state);
+    let records = records_of(state)?;
     let batches = encode_batches(&records, SNAPSHOT_BATCH_BYTES, Clock::System.now_ms())?;
     let mut start = None;
     let mut last = None;
@@ -129,7 +131,6 @@ mod tests {
         journal::{apply_to, decode},
         offset_store::CommittedOffset,
     };
-    use crate::txn::state::{TxnMetadata, TxnState};
 
     /// One change a coordinator may journal, over a few groups, topics and producers.
     #[derive(Debug, Clone)]
@@ -197,20 +198,8 @@ mod tests {
             },
             Change::Transaction(id, epoch) => JournalRecord::Transaction {
                 id: format!("txn-{id}"),
-                meta: TxnMetadata {
-                    producer_id: i64::from(*id),
-                    producer_epoch: *epoch,
-                    last_producer_epoch: -1,
-                    timeout_ms: 60_000,
-                    state: TxnState::Empty,
-                    partitions: Default::default(),
-                    groups: Default::default(),
-                    started_ms: -1,
-                    updated_ms: 0,
-                    next_producer_id: None,
-                    previous_producer: None,
-                    markers_bump_epoch: false,
-                },
+                // Opaque here: any JSON its coordinator wrote.
+                meta: serde_json::json!({"producer_id": id, "producer_epoch": epoch}),
             },
             Change::TransactionExpired(id) => JournalRecord::TransactionExpired {
                 id: format!("txn-{id}"),
@@ -246,7 +235,7 @@ mod tests {
             let others = replica.slot_state(&|n| !owned(n)).expect("others");
 
             let state = leader.slot_state(&owned).expect("state");
-            let batches = encode_batches(&records_of(state.clone()), 256, 0).expect("encode");
+            let batches = encode_batches(&records_of(state.clone()).expect("records"), 256, 0).expect("encode");
             replica.clear_slot(&owned).expect("clear");
             for b in &batches {
                 apply_all(&replica, &decode(b).expect("decode"));

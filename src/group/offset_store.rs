@@ -29,6 +29,8 @@ use std::path::{Path, PathBuf};
 
 use heed::{types::Bytes, Database, Env, EnvFlags, EnvOpenOptions};
 
+use crate::metrics::{CommittedOffsets, CommittedRow};
+
 /// LMDB's key size limit (`mdb_env_get_maxkeysize` with default build options).
 pub const KEY_BYTES_MAX: usize = 511;
 
@@ -372,6 +374,33 @@ impl OffsetStore {
     /// Makes every commit so far durable (fsync). Blocking.
     pub fn sync(&self) -> Result<()> {
         self.env.force_sync().map_err(|e| self.lmdb(e))
+    }
+}
+
+/// The committed offsets the metrics serve at each scrape: every group's, read in
+/// one pass per group (a read transaction each, beside the shards' writers).
+impl CommittedOffsets for OffsetStore {
+    fn committed_offsets(
+        &self,
+    ) -> std::result::Result<Vec<CommittedRow>, Box<dyn std::error::Error>> {
+        let mut rows = Vec::new();
+        for group in self.groups()? {
+            // A group deleted since the list was read has nothing to serve.
+            let Ok(offsets) = self.fetch_group(&group) else {
+                continue;
+            };
+            rows.extend(
+                offsets
+                    .into_iter()
+                    .map(|(topic, partition, c)| CommittedRow {
+                        group: group.clone(),
+                        topic,
+                        partition,
+                        offset: c.offset,
+                    }),
+            );
+        }
+        Ok(rows)
     }
 }
 

@@ -7,6 +7,7 @@ pub mod cluster_state;
 pub mod controller_link;
 mod elections;
 pub mod metadata_change;
+pub mod partition_error;
 pub mod partition_state;
 pub mod placement;
 pub mod producer_ids;

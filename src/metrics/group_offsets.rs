@@ -1,8 +1,8 @@
 //! Consumer groups' committed offsets and lag, computed when Prometheus scrapes: the
-//! committed offsets are read from the LMDB store (a read transaction on the metrics
-//! thread, which LMDB allows beside the shards' writers), the high watermarks from what
-//! the shards last published. Lag = high watermark − committed offset, the records the
-//! group has yet to consume.
+//! committed offsets are read through the [`CommittedOffsets`] reader the group layer
+//! registers (its LMDB store: a read transaction on the metrics thread, which LMDB allows
+//! beside the shards' writers), the high watermarks from what the shards last published.
+//! Lag = high watermark − committed offset, the records the group has yet to consume.
 
 use std::{
     collections::HashMap,
@@ -18,7 +18,25 @@ use prometheus_client::{
     },
 };
 
-use crate::group::offset_store::OffsetStore;
+/// One committed offset as the metrics serve it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedRow {
+    /// The group.
+    pub group: String,
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: u32,
+    /// The next offset the group will consume.
+    pub offset: i64,
+}
+
+/// Where the committed offsets come from: the group layer's store, registered at start,
+/// read on the metrics thread at every scrape (so it must not wait on a shard).
+pub trait CommittedOffsets: Send + Sync {
+    /// Every group's committed offsets, groups in any order.
+    fn committed_offsets(&self) -> Result<Vec<CommittedRow>, Box<dyn std::error::Error>>;
+}
 
 /// Each partition's published high-watermark gauge (the one `weir_partition_high_watermark`
 /// serves), by topic and partition.
@@ -33,13 +51,13 @@ struct GroupPartitionLabels {
 
 /// The collector; registered once, asked at every scrape.
 pub struct GroupOffsets {
-    store: Arc<OffsetStore>,
+    store: Arc<dyn CommittedOffsets>,
     high_watermarks: HighWatermarks,
 }
 
 impl GroupOffsets {
     /// Reads committed offsets from `store` and high watermarks from `high_watermarks`.
-    pub fn new(store: Arc<OffsetStore>, high_watermarks: HighWatermarks) -> GroupOffsets {
+    pub fn new(store: Arc<dyn CommittedOffsets>, high_watermarks: HighWatermarks) -> GroupOffsets {
         GroupOffsets {
             store,
             high_watermarks,
@@ -49,10 +67,10 @@ impl GroupOffsets {
     /// Every committed offset: (labels, committed, lag when the partition's high
     /// watermark is known).
     fn rows(&self) -> Vec<(GroupPartitionLabels, i64, Option<i64>)> {
-        let groups = match self.store.groups() {
-            Ok(g) => g,
+        let committed = match self.store.committed_offsets() {
+            Ok(c) => c,
             Err(e) => {
-                tracing::warn!(error = %e, "metrics: cannot list groups");
+                tracing::warn!(error = %e, "metrics: cannot read committed offsets");
                 return Vec::new();
             }
         };
@@ -60,26 +78,21 @@ impl GroupOffsets {
             Ok(hw) => hw,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let mut rows = Vec::new();
-        for group in groups {
-            let Ok(offsets) = self.store.fetch_group(&group) else {
-                continue;
-            };
-            for (topic, partition, committed) in offsets {
-                let lag = hw
-                    .get(&topic)
-                    .and_then(|parts| parts.get(&partition))
-                    .map(|hw| (hw.get() - committed.offset).max(0));
-                rows.push((
-                    GroupPartitionLabels {
-                        group: group.clone(),
-                        topic,
-                        partition,
-                    },
-                    committed.offset,
-                    lag,
-                ));
-            }
+        let mut rows = Vec::with_capacity(committed.len());
+        for c in committed {
+            let lag = hw
+                .get(&c.topic)
+                .and_then(|parts| parts.get(&c.partition))
+                .map(|hw| (hw.get() - c.offset).max(0));
+            rows.push((
+                GroupPartitionLabels {
+                    group: c.group,
+                    topic: c.topic,
+                    partition: c.partition,
+                },
+                c.offset,
+                lag,
+            ));
         }
         rows
     }

@@ -35,7 +35,7 @@ pub use request_metrics::RequestMetrics;
 pub use storage_metrics::StorageMetrics;
 pub use transaction_metrics::TransactionMetrics;
 
-use crate::group::offset_store::OffsetStore;
+pub use group_offsets::{CommittedOffsets, CommittedRow};
 
 /// A shard's label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -63,7 +63,7 @@ impl BrokerMetrics {
     /// host's view of the controller quorum.
     pub fn new(
         shards: usize,
-        offsets: Arc<OffsetStore>,
+        offsets: Arc<dyn CommittedOffsets>,
         controller: &ControllerMetrics,
     ) -> Arc<BrokerMetrics> {
         let mut registry = Registry::with_prefix("weir");

@@ -5,4 +5,3 @@ pub mod connection;
 pub mod deadline;
 pub mod frame;
 pub mod listener;
-pub mod tls;

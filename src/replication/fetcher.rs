@@ -17,12 +17,14 @@ use kafka_protocol::{
     messages::{
         fetch_request::{FetchPartition, FetchTopic},
         fetch_response::PartitionData,
-        BrokerId, FetchRequest, FetchResponse,
+        BrokerId, FetchRequest, FetchResponse, TopicName,
     },
+    protocol::StrBytes,
     ResponseError,
 };
 use weir_client::{
     connection::{call, connect_with, RequestWriter, ResponseReader},
+    dialer::Dialer,
     ClientError,
 };
 
@@ -32,8 +34,8 @@ use super::{
     PartitionKey,
 };
 use crate::{
+    metadata::partition_error::PartitionError,
     metadata::placement::NodeId,
-    shard::context::{PartitionError, ShardContext},
     storage::{
         partition_log::{Appended, Truncation, Wait},
         BatchError, Offset, PartitionLog, ProducePayload, StorageError,
@@ -89,21 +91,22 @@ struct Appending {
     answer: PartitionData,
 }
 
-/// Fetches `session`'s partitions from its leader until the session is stopped.
-pub async fn run(ctx: Rc<ShardContext>, session: Rc<FetchSession>) {
+/// Fetches `session`'s partitions from its leader into `host`'s replica logs until the
+/// session is stopped.
+pub async fn run(host: Rc<impl ReplicaLogs + LeaderAddresses>, session: Rc<FetchSession>) {
     let leader = session.leader;
     tracing::info!(leader, "fetching from a leader");
     let mut failures = 0u32;
-    let dialer = ctx.peer_dialer();
+    let dialer = host.dialer();
     while !session.stopped() {
-        let Some(addr) = ctx.node_addr(leader) else {
+        let Some(addr) = host.leader_addr(leader) else {
             glommio::timer::sleep(RETRY).await;
             continue;
         };
         let result = match connect_with(&dialer, &addr, "weir-replica").await {
             Ok((writer, reader)) => {
                 let mut leader = Connection { writer, reader };
-                replicate(&*ctx, &session, &mut leader).await
+                replicate(&*host, &session, &mut leader).await
             }
             Err(e) => Err(e.into()),
         };
@@ -142,23 +145,12 @@ pub trait ReplicaLogs {
     ) -> Result<PartitionLog, PartitionError>;
 }
 
-impl ReplicaLogs for ShardContext {
-    fn node(&self) -> NodeId {
-        self.node
-    }
-
-    async fn replica(&self, topic: &str, p: u32) -> Result<PartitionLog, PartitionError> {
-        ShardContext::replica(self, topic, p).await
-    }
-
-    async fn cut(
-        &self,
-        topic: &str,
-        p: u32,
-        how: Truncation,
-    ) -> Result<PartitionLog, PartitionError> {
-        self.cut_replica(topic, p, how).await
-    }
+/// Where a follower finds its leaders and how it dials them.
+pub trait LeaderAddresses {
+    /// The `host:port` of node `node`'s Kafka listener, when the metadata knows it.
+    fn leader_addr(&self, node: NodeId) -> Option<String>;
+    /// How to open a connection to another host's shard (its TLS and SASL login).
+    fn dialer(&self) -> Dialer;
 }
 
 /// A connection to the leader shard's own port.
@@ -329,7 +321,7 @@ fn fetch_request(me: NodeId, asked: &[Asked]) -> FetchRequest {
             Some(t) if t.topic.0.as_str() == a.key.0 => t.partitions.push(p),
             _ => {
                 let mut t = FetchTopic::default();
-                t.topic = crate::api::topic_name(&a.key.0);
+                t.topic = TopicName(StrBytes::from_string(a.key.0.clone()));
                 t.partitions = vec![p];
                 topics.push(t);
             }

@@ -71,7 +71,7 @@ impl Leader for MockLeader {
             },
         }
         let mut topic = FetchableTopicResponse::default();
-        topic.topic = crate::api::topic_name(TOPIC);
+        topic.topic = TopicName(StrBytes::from_string(TOPIC.to_string()));
         topic.partitions.push(part);
         let mut response = FetchResponse::default();
         response.responses.push(topic);

@@ -4,14 +4,14 @@
 //! or follows — a [`fetcher`] per leader shard fetches all the partitions it follows
 //! there ([`sessions`]) from that shard's own port, and does what [`follower_rules`]
 //! decide of each answer. Which one is the controller's
-//! decision, read from each metadata snapshot ([`roles`]). This module holds a shard's
-//! roles; [`roles`] and [`fetcher`] act on them.
+//! decision, read from each metadata snapshot by the shard (`shard/replica_roles.rs`).
+//! This module holds a shard's roles; the shard's roles check and [`fetcher`] act on
+//! them, the fetcher through narrow traits the shard implements.
 
 pub mod fetcher;
 pub mod follower_rules;
 pub mod lag_report;
 pub mod progress;
-pub mod roles;
 pub mod sessions;
 pub mod throttle;
 
@@ -31,7 +31,8 @@ use crate::{
 use progress::Progress;
 use sessions::FetchSession;
 
-type PartitionKey = (String, u32);
+/// A partition: its topic's name and its index.
+pub type PartitionKey = (String, u32);
 
 /// One shard's replication roles.
 #[derive(Default)]
@@ -106,7 +107,7 @@ impl Replication {
 
     /// Stops following `key` from any leader but `keep`; a session left without
     /// partitions ends.
-    fn stop_following(&self, key: &PartitionKey, keep: Option<NodeId>) {
+    pub fn stop_following(&self, key: &PartitionKey, keep: Option<NodeId>) {
         self.sessions.borrow_mut().retain(|leader, s| {
             let emptied = Some(*leader) != keep && s.remove(key);
             if emptied {
@@ -117,7 +118,7 @@ impl Replication {
     }
 
     /// Every partition this shard follows.
-    fn followed(&self) -> Vec<PartitionKey> {
+    pub fn followed(&self) -> Vec<PartitionKey> {
         self.sessions
             .borrow()
             .values()
@@ -126,18 +127,18 @@ impl Replication {
     }
 
     /// Leads `key` with `progress` (its followers' progress from now on).
-    fn lead(&self, key: PartitionKey, progress: Progress) {
+    pub fn lead(&self, key: PartitionKey, progress: Progress) {
         self.led.borrow_mut().insert(key, progress);
     }
 
     /// Runs `f` on the progress of `key` when this shard leads it.
-    fn leading<R>(&self, key: &PartitionKey, f: impl FnOnce(&mut Progress) -> R) -> Option<R> {
+    pub fn leading<R>(&self, key: &PartitionKey, f: impl FnOnce(&mut Progress) -> R) -> Option<R> {
         self.led.borrow_mut().get_mut(key).map(f)
     }
 
     /// Forgets leading `key` (and its journal being applied, for a journal partition);
     /// true when it led it.
-    fn step_down(&self, key: &PartitionKey, journal: bool) -> bool {
+    pub fn step_down(&self, key: &PartitionKey, journal: bool) -> bool {
         if journal {
             self.journals_ready.borrow_mut().remove(&key.1);
         }
@@ -145,19 +146,19 @@ impl Replication {
     }
 
     /// Every partition this shard leads.
-    fn led(&self) -> Vec<PartitionKey> {
+    pub fn led(&self) -> Vec<PartitionKey> {
         self.led.borrow().keys().cloned().collect()
     }
 
     /// Records that offsets journal partition `p`, which this shard leads, has its
     /// commits applied.
-    fn journal_taken_up(&self, p: u32) {
+    pub fn journal_taken_up(&self, p: u32) {
         self.journals_ready.borrow_mut().entry(p).or_default();
     }
 
     /// The session with `leader`, started (its fetcher spawned by `start`) if there is
     /// none.
-    fn session_with(
+    pub fn session_with(
         &self,
         leader: NodeId,
         start: impl FnOnce(&Rc<FetchSession>),
@@ -172,7 +173,7 @@ impl Replication {
     }
 
     /// True when `key` is followed from `leader` at `epoch` already.
-    fn follows(&self, key: &PartitionKey, leader: NodeId, epoch: i32) -> bool {
+    pub fn follows(&self, key: &PartitionKey, leader: NodeId, epoch: i32) -> bool {
         self.sessions
             .borrow()
             .get(&leader)
@@ -183,7 +184,7 @@ impl Replication {
     /// proposal begun (no second one until [`end_proposal`](Self::end_proposal)):
     /// (partition, epoch, ISR now, proposed ISR). `high_watermark` gives each
     /// partition's, `None` for one not open.
-    fn begin_proposals(
+    pub fn begin_proposals(
         &self,
         now: Instant,
         lag_max: std::time::Duration,
@@ -209,7 +210,7 @@ impl Replication {
 
     /// Ends `key`'s proposal; a refused one gives up the followers it would have let
     /// join (they may be proposed again).
-    fn end_proposal(&self, key: &PartitionKey, refused: bool) {
+    pub fn end_proposal(&self, key: &PartitionKey, refused: bool) {
         self.proposing.borrow_mut().remove(key);
         if refused {
             if let Some(pr) = self.led.borrow_mut().get_mut(key) {
@@ -268,6 +269,6 @@ pub fn divergence(log: &PartitionLog, offset: Offset, last_epoch: i32) -> Option
 }
 
 /// Caps `log`'s high watermark at what `pr` says the ISR holds.
-fn apply_cap(log: &PartitionLog, pr: &Progress) {
+pub fn apply_cap(log: &PartitionLog, pr: &Progress) {
     log.set_commit_cap(pr.commit_cap().unwrap_or(Offset(u64::MAX)));
 }

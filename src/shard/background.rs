@@ -3,12 +3,12 @@
 
 use std::{rc::Rc, time::Duration};
 
+use super::replica_roles as roles;
 use super::{
     compactor,
     context::{ShardContext, RETENTION_CHECK_INTERVAL},
     metrics_publisher, strays, txn_routing,
 };
-use crate::replication::roles;
 
 /// How often an idle shard looks for metadata changes (a deleted topic's logs go then).
 const RESYNC_INTERVAL: Duration = Duration::from_millis(100);

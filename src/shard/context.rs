@@ -29,16 +29,7 @@ use crate::{
     txn::{coordinator::TxnCoordinator, peer::Peers, state_log::StateLog},
 };
 
-/// Why a partition cannot be served here (`api::error_code` says what Kafka error it is).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PartitionError {
-    /// No such topic or partition.
-    Unknown,
-    /// Another shard owns it; the client must refresh metadata.
-    NotOwner,
-    /// Its log could not be opened or is failing.
-    Storage,
-}
+pub use crate::metadata::partition_error::PartitionError;
 
 /// How often a shard deletes segments past retention. Often, so each pass retires about
 /// the one segment per partition that a roll made surplus: a pass every 10 s retired a

@@ -5,13 +5,31 @@
 use futures_util::future::join_all;
 use kafka_protocol::ResponseError;
 
-use super::context::ShardContext;
+use super::context::{PartitionError, ShardContext};
 use crate::{
-    api::error_code::KafkaError,
     failure_probe::{self, Probe},
     metadata::{cluster_state::OFFSETS_TOPIC, placement::coordinator_slot},
+    storage::StorageError,
     txn::markers::TxnEnd,
 };
+
+/// Why a marker was not written to a partition (`api::error_code` says which Kafka
+/// error each is).
+#[derive(Debug, thiserror::Error)]
+pub enum MarkerError {
+    /// The partition is unknown here, owned elsewhere, or its log is failing.
+    #[error("partition not served here: {0:?}")]
+    Partition(PartitionError),
+    /// This shard holds the partition but does not lead it.
+    #[error("not the partition's leader")]
+    NotLeader,
+    /// The marker could not be appended or made durable.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The group coordinator refused to end the producer's pending offsets.
+    #[error("group coordinator: {0:?}")]
+    Group(ResponseError),
+}
 
 impl ShardContext {
     /// Writes `end`'s markers to `partitions` (each a partition this shard leads, or a
@@ -23,7 +41,7 @@ impl ShardContext {
         &self,
         end: TxnEnd,
         partitions: impl Iterator<Item = (&'a str, i32)>,
-    ) -> Vec<Result<(), ResponseError>> {
+    ) -> Vec<Result<(), MarkerError>> {
         // Every partition's marker is appended before any is waited for, so one group
         // commit (and one replication round) makes them all durable: waited for one by
         // one, a transaction over eight partitions paid eight rounds.
@@ -42,6 +60,12 @@ impl ShardContext {
     }
 }
 
+impl From<PartitionError> for MarkerError {
+    fn from(e: PartitionError) -> Self {
+        MarkerError::Partition(e)
+    }
+}
+
 /// Writes `end`'s marker to partition `p` of `topic`, which this shard must lead, and
 /// waits until it is committed.
 async fn mark_partition(
@@ -49,11 +73,11 @@ async fn mark_partition(
     topic: &str,
     p: i32,
     end: TxnEnd,
-) -> Result<(), ResponseError> {
-    let log = ctx.partition(topic, p).await.map_err(|e| e.kafka_error())?;
+) -> Result<(), MarkerError> {
+    let log = ctx.partition(topic, p).await?;
     let epoch = ctx
         .leadership(topic, p as u32)
-        .ok_or(ResponseError::NotLeaderOrFollower)?
+        .ok_or(MarkerError::NotLeader)?
         .epoch;
     let appended = log
         .append_marker(
@@ -64,14 +88,20 @@ async fn mark_partition(
             epoch,
             end.ends,
         )
-        .await
-        .map_err(|e| e.kafka_error())?;
-    appended.durable.await.map_err(|e| e.kafka_error())
+        .await?;
+    Ok(appended.durable.await?)
 }
 
 /// Commits or drops the offsets `end`'s producer has pending in the groups of
 /// coordinator slot `slot` that this shard coordinates.
-async fn end_group_offsets(
+async fn end_group_offsets(ctx: &ShardContext, slot: i32, end: TxnEnd) -> Result<(), MarkerError> {
+    end_group_offsets_in(ctx, slot, end)
+        .await
+        .map_err(MarkerError::Group)
+}
+
+/// [`end_group_offsets`], its refusals as Kafka's.
+async fn end_group_offsets_in(
     ctx: &ShardContext,
     slot: i32,
     end: TxnEnd,

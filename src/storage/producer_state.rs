@@ -8,6 +8,11 @@ use std::collections::{HashMap, VecDeque};
 
 use super::Offset;
 
+/// The largest epoch before a producer id is replaced by a new one (Kafka's
+/// `Short.MaxValue - 1`): a marker at it ends the producer's transactions for good, as
+/// no later epoch of the id can follow.
+pub const EPOCH_MAX: i16 = i16::MAX - 1;
+
 /// Batches remembered per producer, as Kafka remembers (the client keeps at most five
 /// requests in flight per partition).
 pub const BATCHES_KEPT: usize = 5;

@@ -15,7 +15,8 @@ use super::{
     peer::Peers,
     state::TxnMetadata,
     state_log::StateLog,
-    state_writer::{self, StateWriter},
+    state_writer::StateWriter,
+    stored::{self, TxnStates},
 };
 use crate::group::{
     journal::{Journal, JournalError},
@@ -186,7 +187,7 @@ impl TxnCoordinator {
             tracing::error!(id, "transaction state change without a log to write it to");
             return Err(ResponseError::CoordinatorNotAvailable);
         };
-        let record = state_writer::record(id, state.as_ref());
+        let record = stored::record(id, state.as_ref());
         let (durable, pass) = if wait {
             journal.append(&record).await.map(|pass| (None, pass))
         } else {

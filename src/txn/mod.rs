@@ -12,3 +12,4 @@ pub mod peer;
 pub mod state;
 pub mod state_log;
 pub mod state_writer;
+pub mod stored;

@@ -91,9 +91,7 @@ pub struct TxnMetadata {
     pub markers_bump_epoch: bool,
 }
 
-/// The largest epoch before a producer id is replaced by a new one (Kafka's
-/// `Short.MaxValue - 1`).
-pub const EPOCH_MAX: i16 = i16::MAX - 1;
+pub use crate::storage::producer_state::EPOCH_MAX;
 
 /// What InitProducerId decides.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -221,6 +221,7 @@ mod tests {
     use crate::txn::{
         state::{TxnMetadata, TxnState},
         state_writer::{self, tests::store_in, StateWriter, WRITE_DELAY},
+        stored::{self, TxnStates},
     };
     use std::rc::Rc;
 
@@ -233,7 +234,7 @@ mod tests {
     async fn change_all(log: &StateLog, writer: &Rc<StateWriter>, ids: &[String], epoch: i16) {
         for id in ids {
             let state = Some(meta(epoch));
-            let record = state_writer::record(id, state.as_ref());
+            let record = stored::record(id, state.as_ref());
             let pass = log.journal().append(&record).await.expect("append");
             writer.write(id, state, Some(pass));
         }
@@ -252,10 +253,10 @@ mod tests {
             assert_eq!(log.replay(&store).await.expect("replay"), 0);
             // Logged, never written to LMDB: a crash before the writer's round.
             for id in &ids {
-                let record = state_writer::record(id, Some(&meta(3)));
+                let record = stored::record(id, Some(&meta(3)));
                 drop(log.journal().append(&record).await.expect("append"));
             }
-            let forgotten = state_writer::record("id-0", None);
+            let forgotten = stored::record("id-0", None);
             drop(log.journal().append(&forgotten).await.expect("append"));
             log.close().await.expect("close");
             storage.shutdown().await;
@@ -344,7 +345,7 @@ mod tests {
                 .await
                 .expect("partition");
             for round in 0..50u64 {
-                let record = state_writer::record("ahead", Some(&meta(round as i16)));
+                let record = stored::record("ahead", Some(&meta(round as i16)));
                 let (_, pass) = log
                     .journal()
                     .append_unwaited(&record)
@@ -355,8 +356,7 @@ mod tests {
                 if round % 3 == 1 {
                     glommio::executor().yield_task_queue_now().await;
                 }
-                let batch =
-                    journal::encode(&[state_writer::record("data", None)], 0).expect("batch");
+                let batch = journal::encode(&[stored::record("data", None)], 0).expect("batch");
                 let appended = partition.append(&batch, 0).await.expect("append");
                 appended.durable.await.expect("durable");
                 assert!(
@@ -381,7 +381,7 @@ mod tests {
         run(async move {
             let storage = start_storage(&dir).await;
             let log = StateLog::open(&storage).await.expect("open");
-            let record = state_writer::record("left-behind", Some(&meta(5)));
+            let record = stored::record("left-behind", Some(&meta(5)));
             drop(log.journal().append(&record).await.expect("append"));
             log.close().await.expect("close");
             storage.shutdown().await;

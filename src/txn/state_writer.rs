@@ -9,7 +9,7 @@
 
 use std::{cell::RefCell, collections::HashMap, rc::Rc, sync::Arc, time::Duration};
 
-use super::state::TxnMetadata;
+use super::{state::TxnMetadata, stored::record};
 use crate::group::{
     journal::{apply_to, JournalPass, JournalRecord},
     offset_store::OffsetStore,
@@ -148,23 +148,11 @@ fn round(store: &OffsetStore, records: &[JournalRecord]) -> Vec<Result<(), Strin
         .collect()
 }
 
-/// The journal record that makes `state` `id`'s (None forgets the id), as the
-/// coordinator journals it and every replica applies it.
-pub fn record(id: &str, state: Option<&TxnMetadata>) -> JournalRecord {
-    match state {
-        Some(meta) => JournalRecord::Transaction {
-            id: id.to_string(),
-            meta: meta.clone(),
-        },
-        None => JournalRecord::TransactionExpired { id: id.to_string() },
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::storage::test_support::{run, test_dir};
-    use crate::txn::state::TxnState;
+    use crate::txn::{state::TxnState, stored::TxnStates};
     use std::collections::BTreeSet;
 
     /// An LMDB store in `dir`.

@@ -14,7 +14,7 @@ use heed::RwTxn;
 use serde::{Deserialize, Serialize};
 
 use super::{group_prefix, CommittedOffset, Fence, OffsetStore, OffsetStoreError, Result};
-use crate::txn::state::EPOCH_MAX;
+use crate::storage::producer_state::EPOCH_MAX;
 
 /// The transaction a TxnOffsetCommit commits its offsets in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

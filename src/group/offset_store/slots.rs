@@ -5,7 +5,6 @@
 use heed::RwTxn;
 
 use super::{decode, split_key, CommittedOffset, OffsetStore, PendingOffsets, Result};
-use crate::txn::state::TxnMetadata;
 
 /// A group's committed offsets: topic, partition, offset.
 pub type GroupOffsets = Vec<(String, u32, CommittedOffset)>;
@@ -17,8 +16,8 @@ pub struct SlotState {
     pub offsets: Vec<(String, GroupOffsets)>,
     /// Each group's offsets pending in a producer's open transaction.
     pub pending: Vec<(String, i64, PendingOffsets)>,
-    /// Each transactional id's coordinator state.
-    pub transactions: Vec<(String, TxnMetadata)>,
+    /// Each transactional id's coordinator state, as its coordinator encoded it.
+    pub transactions: Vec<(String, Vec<u8>)>,
 }
 
 impl SlotState {
@@ -69,9 +68,9 @@ impl OffsetStore {
                 .pending
                 .push((group.to_string(), producer_id, pending));
         }
-        for (id, meta) in self.transactions_in(&txn)? {
+        for (id, stored) in self.transactions_in(&txn)? {
             if owns(&id) {
-                state.transactions.push((id, meta));
+                state.transactions.push((id, stored));
             }
         }
         Ok(state)

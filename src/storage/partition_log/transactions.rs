@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use weir_client::record_batch::{control_batch, marker_kind, MARKER_COMMIT};
 
 use super::{durable::Durable, durable::Wait, LogRead, LogState, PartitionLog, Stamp};
+use crate::storage::producer_state::EPOCH_MAX;
 use crate::storage::{
     batch_records,
     partition_txns::{AbortedTxn, PartitionTxns, TxnBatch},
@@ -26,7 +27,6 @@ use crate::storage::{
     segment_reader::{SegmentReader, SCAN_WINDOW_BYTES},
     BatchError, FilePosition, Offset, Result, StorageError,
 };
-use crate::txn::state::EPOCH_MAX;
 
 use super::Appended;
 

@@ -1,6 +1,8 @@
 //! A shard taking up the replication roles its metadata gives it: leading (tracking
 //! followers, proposing ISR changes) or following (a fetcher per partition), and
-//! stepping down. Runs on the shard, checked by [`Roles::check`].
+//! stepping down. Runs on the shard, checked by [`Roles::check`]. The fetcher reaches
+//! the shard only through the two narrow traits this file implements for it
+//! ([`ReplicaLogs`], [`LeaderAddresses`]).
 
 use std::{
     collections::HashSet,
@@ -8,12 +10,19 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{apply_cap, fetcher, progress::Progress, PartitionKey};
+use weir_client::dialer::Dialer;
+
+use super::context::{PartitionError, ShardContext};
 use crate::{
     group::journal,
     metadata::{cluster_state::OFFSETS_TOPIC, placement::NodeId},
-    shard::context::ShardContext,
-    storage::Offset,
+    replication::{
+        apply_cap,
+        fetcher::{self, LeaderAddresses, ReplicaLogs},
+        progress::Progress,
+        PartitionKey,
+    },
+    storage::{partition_log::Truncation, Offset, PartitionLog},
 };
 
 /// How often leaders look for ISR changes to propose, and shards for new metadata.
@@ -233,5 +242,34 @@ fn propose_isr_changes(ctx: &Rc<ShardContext>, lag_max: Duration) {
             ctx.replication.end_proposal(&key, result.is_err());
         })
         .detach();
+    }
+}
+
+impl ReplicaLogs for ShardContext {
+    fn node(&self) -> NodeId {
+        self.node
+    }
+
+    async fn replica(&self, topic: &str, p: u32) -> Result<PartitionLog, PartitionError> {
+        ShardContext::replica(self, topic, p).await
+    }
+
+    async fn cut(
+        &self,
+        topic: &str,
+        p: u32,
+        how: Truncation,
+    ) -> Result<PartitionLog, PartitionError> {
+        self.cut_replica(topic, p, how).await
+    }
+}
+
+impl LeaderAddresses for ShardContext {
+    fn leader_addr(&self, node: NodeId) -> Option<String> {
+        self.node_addr(node)
+    }
+
+    fn dialer(&self) -> Dialer {
+        self.peer_dialer()
     }
 }
