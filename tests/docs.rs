@@ -2,8 +2,11 @@
 //! are generated from the code — every `weir serve` option from its clap declaration,
 //! every metric from the registry, every Kafka API from the route table — and this test
 //! fails when a committed page is stale (`WEIR_BLESS_DOCS=1 cargo test --test docs`
-//! rewrites them). It also checks that every relative link in README.md and docs/
-//! points at a file, and that every flag quoted after `weir` or `loadgen` exists.
+//! rewrites them), and the module reference from each source file's first `//!`
+//! sentence. It also checks that every relative link in README.md and docs/ points at
+//! a file, that every source path the guide names exists, that the layout in
+//! `docs/architecture.md` names every top-level module of the broker, and that every
+//! flag quoted after `weir` or `loadgen` exists.
 
 #[allow(dead_code)]
 mod common;
@@ -179,6 +182,118 @@ fn apis_page() -> String {
     page
 }
 
+/// Every `.rs` file under `dir`, as paths relative to the repository, sorted.
+fn source_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path.strip_prefix(root()).expect("under root").to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The first sentence of a file's module doc (its leading `//!` paragraph), or None
+/// when it has none.
+fn module_summary(text: &str) -> Option<String> {
+    let paragraph: Vec<&str> = text
+        .lines()
+        .map_while(|l| l.strip_prefix("//!"))
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    if paragraph.is_empty() {
+        return None;
+    }
+    let joined = paragraph.join(" ");
+    // A sentence ends at a full stop followed by a space (not inside `e.g.`).
+    let end = joined
+        .match_indices(". ")
+        .map(|(i, _)| i)
+        .find(|&i| !joined[..i].ends_with("e.g") && !joined[..i].ends_with("i.e"))
+        .map_or(joined.len(), |i| i + 1);
+    Some(joined[..end].to_string())
+}
+
+/// Every source file of the broker, the client crate and loadgen with the first
+/// sentence of its module doc.
+fn modules_page() -> String {
+    let mut page = format!(
+        "# Module reference\n\n{GENERATED}\n\
+         Every source file, with the first sentence of its module doc (`//!`): what it owns.\n\
+         [The architecture](../architecture.md) says how they fit together; the broker's\n\
+         layers are in [the design](../design.md#layers).\n"
+    );
+    for krate in ["src", "client/src", "loadgen/src"] {
+        write!(
+            page,
+            "\n## `{krate}/`\n\n| file | what it is |\n|---|---|\n"
+        )
+        .expect("write");
+        for rel in source_files(&root().join(krate)) {
+            let text = std::fs::read_to_string(root().join(&rel)).expect("read source");
+            let summary = module_summary(&text)
+                .unwrap_or_else(|| panic!("{} has no module doc (`//!`)", rel.display()));
+            writeln!(
+                page,
+                "| `{}` | {} |",
+                rel.display(),
+                cell(&unlinked(&summary))
+            )
+            .expect("write");
+        }
+    }
+    page
+}
+
+/// `text` with rustdoc's links (`[`x`](super::x)`, `[`x`]`) as their labels: their
+/// targets are Rust paths, not pages.
+fn unlinked(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find(']') else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        out.push_str(&after[..close]);
+        rest = &after[close + 1..];
+        if let Some(target) = rest.strip_prefix('(') {
+            if let Some(end) = target.find(')') {
+                rest = &target[end + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn a_module_summary_is_its_first_sentence() {
+    assert_eq!(
+        unlinked("the [`Log`](super::Log) and [`state`], [x]"),
+        "the `Log` and `state`, x"
+    );
+    assert_eq!(
+        module_summary("//! Locks by key, e.g. ids. More here.\n//! And more.\n\nuse x;"),
+        Some("Locks by key, e.g. ids.".into())
+    );
+    assert_eq!(
+        module_summary("//! One line\n//!\n//! Another paragraph."),
+        Some("One line".into())
+    );
+    assert_eq!(module_summary("use x;\n"), None);
+}
+
 #[test]
 fn the_generated_reference_pages_are_current() {
     let mut stale = Vec::new();
@@ -189,6 +304,7 @@ fn the_generated_reference_pages_are_current() {
     );
     check_page("docs/reference/metrics.md", &metrics_page(), &mut stale);
     check_page("docs/reference/kafka-apis.md", &apis_page(), &mut stale);
+    check_page("docs/reference/modules.md", &modules_page(), &mut stale);
     assert!(
         stale.is_empty(),
         "stale generated pages {stale:?}: run WEIR_BLESS_DOCS=1 cargo test --test docs and commit them"
@@ -341,4 +457,85 @@ fn every_flag_quoted_after_weir_or_loadgen_exists() {
     unknown.sort();
     unknown.dedup();
     assert!(unknown.is_empty(), "flags no command has: {unknown:#?}");
+}
+
+/// The repository paths under `src/`, `tests/`, `benches/`, `client/` and `loadgen/`
+/// that `text` names, as written (trailing punctuation dropped).
+fn named_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for head in ["src/", "tests/", "benches/", "client/src/", "loadgen/src/"] {
+        for (i, _) in text.match_indices(head) {
+            let before = text[..i].chars().next_back();
+            if before
+                .is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '.' | '-'))
+            {
+                continue;
+            }
+            let path: String = text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '.' | '-'))
+                .collect();
+            let path = path.trim_end_matches(['.', ',']);
+            if path.len() > head.len() {
+                out.push(path.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_source_path_the_guide_names_exists() {
+    assert_eq!(
+        named_paths("see `src/group/journal.rs`, src/txn/. and crate/src/x"),
+        vec!["src/group/journal.rs", "src/txn/"]
+    );
+    let mut missing = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).expect("read page");
+        for path in named_paths(&text) {
+            // A glob (`benches/*.md`) names a pattern, not a file.
+            if !path.contains('*') && !root().join(&path).exists() {
+                missing.push(format!("{}: {path}", page.display()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "paths the guide names that do not exist: {missing:#?}"
+    );
+}
+
+#[test]
+fn the_architecture_layout_names_every_top_level_module() {
+    let text = std::fs::read_to_string(root().join("docs/architecture.md")).expect("read");
+    let layout = text
+        .split("## Layout")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("docs/architecture.md has a Layout section");
+    let mut unnamed = Vec::new();
+    for entry in std::fs::read_dir(root().join("src")).expect("read src") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let named = if path.is_dir() {
+            format!("src/{name}/")
+        } else if name.ends_with(".rs") && name != "main.rs" {
+            format!("src/{name}")
+        } else {
+            continue;
+        };
+        if !layout.contains(&named) {
+            unnamed.push(named);
+        }
+    }
+    unnamed.sort();
+    assert!(
+        unnamed.is_empty(),
+        "docs/architecture.md's Layout does not name {unnamed:?}"
+    );
 }
