@@ -71,6 +71,7 @@ pub mod cluster;
 pub mod config;
 pub mod failure_probe;
 pub mod group;
+pub mod ids;
 pub mod keyed_lock;
 pub mod metadata;
 pub mod metrics;

@@ -29,7 +29,13 @@ type Module = Vec<String>;
 /// Kafka handlers that reach them through the shard, the network layer that calls the
 /// handlers, the boot that starts the network, and the commands on top.
 const LAYERS: &[&[&str]] = &[
-    &["failure_probe", "keyed_lock", "reserve_alloc", "semaphore"],
+    &[
+        "failure_probe",
+        "ids",
+        "keyed_lock",
+        "reserve_alloc",
+        "semaphore",
+    ],
     &["metrics"],
     &["storage"],
     &["security"],

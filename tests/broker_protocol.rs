@@ -855,11 +855,10 @@ fn transactions_v2_end_each_transaction_at_a_new_epoch_and_a_delayed_end_ends_no
     // The first transaction's marker (epoch 1) again, as a coordinator that resent it
     // after a timeout would: it belongs to the transaction before the one open.
     let late = weir::txn::markers::request(
-        weir::txn::markers::TxnEnd {
-            producer_id: pid.0,
-            producer_epoch: 1,
+        weir::storage::partition_log::Marker {
+            producer: weir::ids::ProducerIdentity::new(pid.0, 1),
             commit: true,
-            coordinator_epoch: 0,
+            coordinator_epoch: weir::ids::CoordinatorEpoch(0),
             ends: weir::storage::partition_log::MarkerEnds::BeforeItsEpoch,
         },
         &[("tx2".to_string(), 0)],
@@ -875,11 +874,10 @@ fn transactions_v2_end_each_transaction_at_a_new_epoch_and_a_delayed_end_ends_no
     // slot 0 of this two-shard host, not slot 1, and refuses to end what it cannot see.
     let slot_marker = |slot: u32| {
         let marker = weir::txn::markers::request(
-            weir::txn::markers::TxnEnd {
-                producer_id: pid.0,
-                producer_epoch: 1,
+            weir::storage::partition_log::Marker {
+                producer: weir::ids::ProducerIdentity::new(pid.0, 1),
                 commit: false,
-                coordinator_epoch: 0,
+                coordinator_epoch: weir::ids::CoordinatorEpoch(0),
                 ends: weir::storage::partition_log::MarkerEnds::BeforeItsEpoch,
             },
             &[("__consumer_offsets".to_string(), slot)],

@@ -10,7 +10,8 @@ use kafka_protocol::{
 };
 
 use crate::{
-    security::acl::Operation, shard::context::ShardContext, shard::txn_routing::EnrolWait,
+    ids::ProducerIdentity, security::acl::Operation, shard::context::ShardContext,
+    txn::coordinator::EnrolWait,
 };
 
 use super::{authorize::Access, error_code::fenced_before, Call, Handler, Reply};
@@ -39,15 +40,16 @@ impl Handler for AddOffsetsToTxn {
         } else if !access.group(Operation::Read, group) {
             Err(ResponseError::GroupAuthorizationFailed)
         } else {
-            ctx.add_to_txn(
-                id,
-                req.producer_id.0,
-                req.producer_epoch,
-                &[],
-                &[group.to_string()],
-                EnrolWait::Durable,
-            )
-            .await
+            ctx.txns
+                .add(
+                    &*ctx,
+                    id,
+                    ProducerIdentity::new(req.producer_id.0, req.producer_epoch),
+                    &[],
+                    &[group.to_string()],
+                    EnrolWait::Durable,
+                )
+                .await
         };
         let mut response = AddOffsetsToTxnResponse::default();
         response.error_code = outcome

@@ -17,7 +17,8 @@ use kafka_protocol::{
 };
 
 use crate::{
-    security::acl::Operation, shard::context::ShardContext, shard::txn_routing::EnrolWait,
+    ids::ProducerIdentity, security::acl::Operation, shard::context::ShardContext,
+    txn::coordinator::EnrolWait,
 };
 
 use super::{
@@ -80,15 +81,19 @@ impl Handler for AddPartitionsToTxn {
         } else if !refused.is_empty() {
             Err(ResponseError::OperationNotAttempted)
         } else {
-            ctx.add_to_txn(
-                id,
-                req.v3_and_below_producer_id.0,
-                req.v3_and_below_producer_epoch,
-                &partitions,
-                &[],
-                EnrolWait::Durable,
-            )
-            .await
+            ctx.txns
+                .add(
+                    &*ctx,
+                    id,
+                    ProducerIdentity::new(
+                        req.v3_and_below_producer_id.0,
+                        req.v3_and_below_producer_epoch,
+                    ),
+                    &partitions,
+                    &[],
+                    EnrolWait::Durable,
+                )
+                .await
         };
         let code = outcome
             .err()

@@ -17,8 +17,11 @@ use kafka_protocol::{
 };
 
 use crate::{
-    metadata::cluster_state::OFFSETS_TOPIC, security::acl::Operation, shard::context::ShardContext,
-    shard::txn_routing::EnrolWait, txn::state,
+    ids::ProducerIdentity,
+    metadata::cluster_state::OFFSETS_TOPIC,
+    security::acl::Operation,
+    shard::context::ShardContext,
+    txn::{coordinator::EnrolWait, state},
 };
 
 use super::authorize::Access;
@@ -77,9 +80,16 @@ async fn transaction(
     let (producer_id, epoch) = (txn.producer_id.0, txn.producer_epoch);
     if txn.verify_only {
         ctx.coordinating(id).await?;
-        return state::verify(ctx.txns.get(id)?.as_ref(), producer_id, epoch, partitions);
+        return state::verify(
+            ctx.txns.states().get(id)?.as_ref(),
+            producer_id,
+            epoch,
+            partitions,
+        );
     }
-    ctx.add_to_txn(id, producer_id, epoch, partitions, &[], EnrolWait::Durable)
+    let producer = ProducerIdentity::new(producer_id, epoch);
+    ctx.txns
+        .add(ctx, id, producer, partitions, &[], EnrolWait::Durable)
         .await
 }
 

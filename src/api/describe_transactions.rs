@@ -51,6 +51,7 @@ impl Handler for DescribeTransactions {
                 Err(ResponseError::NotCoordinator)
             } else {
                 ctx.txns
+                    .states()
                     .get(name)
                     .and_then(|m| m.ok_or(ResponseError::TransactionalIdNotFound))
             };

@@ -11,7 +11,10 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{security::acl::Operation, shard::context::ShardContext, txn::state::TxnProtocol};
+use crate::{
+    ids::ProducerIdentity, security::acl::Operation, shard::context::ShardContext,
+    txn::state::TxnProtocol,
+};
 
 use super::{authorize::Access, error_code::fenced_before, Call, Handler, Reply};
 
@@ -39,22 +42,23 @@ impl Handler for EndTxn {
             TxnProtocol::V1
         };
         let outcome = if access.transactional_id(Operation::Write, id) {
-            ctx.end_txn(
-                id,
-                req.producer_id.0,
-                req.producer_epoch,
-                req.committed,
-                protocol,
-            )
-            .await
+            ctx.txns
+                .end(
+                    &ctx,
+                    id,
+                    ProducerIdentity::new(req.producer_id.0, req.producer_epoch),
+                    req.committed,
+                    protocol,
+                )
+                .await
         } else {
             Err(ResponseError::TransactionalIdAuthorizationFailed)
         };
         let mut response = EndTxnResponse::default();
         match outcome {
-            Ok((producer_id, epoch)) => {
-                response.producer_id = producer_id.into();
-                response.producer_epoch = epoch;
+            Ok(next) => {
+                response.producer_id = next.id.0.into();
+                response.producer_epoch = next.epoch.0;
             }
             Err(e) => {
                 response.error_code = fenced_before(e, call.version(), 2).code();

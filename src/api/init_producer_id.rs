@@ -1,7 +1,8 @@
 //! InitProducerId: hands an idempotent producer its id and epoch. A producer that
 //! re-initialises with its id (v3+) gets the next epoch, fencing its older self.
 //! A transactional producer asks its transaction coordinator, which keeps the id's
-//! producer id across instances and bumps its epoch each time (`txn::state::init`).
+//! producer id across instances and bumps its epoch each time (`txn::coordinator`,
+//! `Coordinator::init`).
 
 use std::rc::Rc;
 
@@ -10,11 +11,7 @@ use kafka_protocol::{
     ResponseError,
 };
 
-use crate::{
-    security::acl::Operation,
-    shard::{context::ShardContext, txn_routing::now_ms},
-    txn::state::{self, InitOutcome},
-};
+use crate::{ids::ProducerIdentity, security::acl::Operation, shard::context::ShardContext};
 
 use super::{authorize::Access, error_code::fenced_before, Call, Handler, Reply};
 
@@ -34,50 +31,13 @@ async fn init_transactional(
     if !access.transactional_id(Operation::Write, id) {
         return Err(ResponseError::TransactionalIdAuthorizationFailed);
     }
-    let journal = ctx.coordinating(id).await?;
-    let lock = ctx.txns.lock(id);
-    let _held = lock.acquire().await;
     let expected = (req.producer_id.0 >= 0 && req.producer_epoch >= 0)
-        .then_some((req.producer_id.0, req.producer_epoch));
-    let mut current = ctx.txns.get(id)?;
-    for _ in 0..2 {
-        let outcome = state::init(
-            current.as_ref(),
-            req.transaction_timeout_ms,
-            i32::try_from(ctx.config.transactions.timeout_max.as_millis()).unwrap_or(i32::MAX),
-            expected,
-            now_ms(),
-        )?;
-        match outcome {
-            InitOutcome::Ready {
-                new_producer_id, ..
-            } => {
-                let outcome = if new_producer_id {
-                    let allocated = ctx.producer_ids.allocate().await.map_err(|e| {
-                        tracing::error!(error = %e, "cannot allocate a producer id");
-                        ResponseError::UnknownServerError
-                    })?;
-                    outcome.with_producer_id(allocated)
-                } else {
-                    outcome
-                };
-                let InitOutcome::Ready { meta, .. } = outcome else {
-                    return Err(ResponseError::UnknownServerError);
-                };
-                ctx.txns.persist(id, &meta, journal.as_ref()).await?;
-                return Ok((meta.producer_id, meta.producer_epoch));
-            }
-            InitOutcome::AbortFirst(fenced) => {
-                ctx.txns.persist(id, &fenced, journal.as_ref()).await?;
-                let done = ctx
-                    .finish_txn(id, &fenced, journal.as_ref())
-                    .await
-                    .map_err(|_| ResponseError::ConcurrentTransactions)?;
-                current = Some(done);
-            }
-        }
-    }
-    Err(ResponseError::ConcurrentTransactions)
+        .then(|| ProducerIdentity::new(req.producer_id.0, req.producer_epoch));
+    let producer = ctx
+        .txns
+        .init(ctx, id, req.transaction_timeout_ms, expected)
+        .await?;
+    Ok((producer.id.0, producer.epoch.0))
 }
 
 /// Answers with a fresh producer id and epoch 0, or the next epoch of the given id.

@@ -55,7 +55,7 @@ impl Handler for ListTransactions {
             .cloned()
             .collect();
         let now = now_ms();
-        for (id, meta) in ctx.txns.all() {
+        for (id, meta) in ctx.txns.states().all() {
             let state = meta.state.kafka_name();
             let wanted = ctx.owns_group(&id)
                 && access.transactional_id(Operation::Describe, &id)

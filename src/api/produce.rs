@@ -186,7 +186,12 @@ async fn enrol(
     let mut refused = Vec::new();
     for ((producer_id, epoch), (at, partitions)) in openers {
         let Err(e) = ctx
-            .enrol_in_txn(id, producer_id, epoch, &partitions, &[])
+            .enrol_in_txn(
+                id,
+                crate::ids::ProducerIdentity::new(producer_id, epoch),
+                &partitions,
+                &[],
+            )
             .await
         else {
             continue;

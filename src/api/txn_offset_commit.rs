@@ -99,8 +99,16 @@ impl Handler for TxnOffsetCommit {
                     // without the client's AddOffsetsToTxn.
                     let enrolled = if version >= 5 {
                         let groups = [group.to_string()];
-                        ctx.enrol_in_txn(id, req.producer_id.0, req.producer_epoch, &[], &groups)
-                            .await
+                        ctx.enrol_in_txn(
+                            id,
+                            crate::ids::ProducerIdentity::new(
+                                req.producer_id.0,
+                                req.producer_epoch,
+                            ),
+                            &[],
+                            &groups,
+                        )
+                        .await
                     } else {
                         Ok(())
                     };

@@ -18,9 +18,11 @@ use kafka_protocol::{
 };
 
 use crate::{
+    ids::{CoordinatorEpoch, ProducerIdentity},
     security::acl::Operation,
     shard::context::ShardContext,
-    txn::markers::{marker_ends, TxnEnd},
+    storage::partition_log::Marker,
+    txn::markers::marker_ends,
 };
 
 use super::{authorize::Access, error_code::KafkaError, Call, Handler, Reply};
@@ -51,11 +53,10 @@ impl Handler for WriteTxnMarkers {
         let mut response = WriteTxnMarkersResponse::default();
         let ctx = &ctx;
         for marker in &req.markers {
-            let end = TxnEnd {
-                producer_id: marker.producer_id.0,
-                producer_epoch: marker.producer_epoch,
+            let end = Marker {
+                producer: ProducerIdentity::new(marker.producer_id.0, marker.producer_epoch),
                 commit: marker.transaction_result,
-                coordinator_epoch: marker.coordinator_epoch,
+                coordinator_epoch: CoordinatorEpoch(marker.coordinator_epoch),
                 ends: marker_ends(marker),
             };
             let partitions = marker.topics.iter().flat_map(|topic| {

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use weir_client::record_batch::BatchBuilder;
 
 use super::offset_store::{CommittedOffset, Fence, OffsetStore, OffsetStoreError, PendingTxn};
+use crate::ids::ProducerIdentity;
 use crate::semaphore::{Semaphore, StaticPermit};
 use crate::storage::{
     batch_records::record_values,
@@ -402,7 +403,11 @@ pub fn apply_to(store: &OffsetStore, records: &[JournalRecord]) -> Result<(), Of
                 producer_epoch,
                 commit,
             } => {
-                store.end_pending(group, *producer_id, *producer_epoch, *commit)?;
+                store.end_pending(
+                    group,
+                    ProducerIdentity::new(*producer_id, *producer_epoch),
+                    *commit,
+                )?;
             }
             JournalRecord::Transaction { id, meta } => {
                 let stored = serde_json::to_vec(meta).map_err(|e| OffsetStoreError::Corrupt {

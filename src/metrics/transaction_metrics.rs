@@ -78,7 +78,8 @@ impl TransactionFamilies {
     }
 }
 
-/// One shard's transaction counters.
+/// One shard's transaction counters (a clone counts into the same series).
+#[derive(Clone)]
 pub struct TransactionMetrics {
     begun: Counter,
     committed: Counter,

@@ -66,7 +66,7 @@ pub(super) fn start(ctx: &Rc<ShardContext>) {
         "transactions",
         txn_routing::TXN_HOUSEKEEPING_INTERVAL,
         weak.clone(),
-        async |ctx| ctx.txn_housekeeping().await,
+        async |ctx| ctx.txns.housekeeping(&**ctx).await,
     );
     let mut publisher = metrics_publisher::Publisher::default();
     tasks.periodic(

@@ -26,7 +26,12 @@ use crate::{
     replication::{lag_report::ReplicaLags, Replication},
     semaphore::Semaphore,
     storage::{Clock, LogConfig, PartitionLog, ShardStorage, ShardStorageConfig, StorageError},
-    txn::{coordinator::TxnCoordinator, peer::Peers, state_log::StateLog},
+    txn::{
+        coordinator::{Coordinator as TxnCoordinator, CoordinatorLimits},
+        peer::Peers,
+        state_log::StateLog,
+        state_manager::StateManager,
+    },
 };
 
 pub use crate::metadata::partition_error::PartitionError;
@@ -65,7 +70,7 @@ pub struct ShardContext {
     /// This shard's consumer-group coordinator.
     pub coordinator: Rc<Coordinator>,
     /// This shard's transaction coordinator.
-    pub txns: TxnCoordinator,
+    pub txns: Rc<TxnCoordinator>,
     /// This shard's storage.
     pub storage: ShardStorage,
     /// Request bytes read but not yet answered, in KiB: the shard's back-pressure.
@@ -124,6 +129,10 @@ impl ShardContext {
         };
         let inflight_kib = config.inflight_bytes_max.div_ceil(1024) as u64;
         let peers = Peers::new(config.peer_dialer());
+        let limits = CoordinatorLimits {
+            timeout_max: config.transactions.timeout_max,
+            id_expiration: config.transactions.id_expiration,
+        };
         let ctx = Rc::new(ShardContext {
             id,
             node: node_id(config.node_id, id),
@@ -131,7 +140,11 @@ impl ShardContext {
             registry,
             producer_ids,
             lags,
-            txns: TxnCoordinator::new(Arc::clone(&offsets), peers, state_log),
+            txns: Rc::new(TxnCoordinator::new(
+                StateManager::new(Arc::clone(&offsets), peers, state_log),
+                metrics.transactions.clone(),
+                limits,
+            )),
             coordinator: Coordinator::new(offsets),
             storage,
             inflight: Rc::new(Semaphore::new(inflight_kib)),
@@ -156,7 +169,7 @@ impl ShardContext {
                 tracing::error!(topic = %topic, partition = p, error = %e, "closing partition failed");
             }
         }
-        self.txns.close().await;
+        self.txns.states().close().await;
         self.storage.shutdown().await;
         tracing::info!(shard = self.id.0, "shard stopped");
     }

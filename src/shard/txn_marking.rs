@@ -8,9 +8,9 @@ use kafka_protocol::ResponseError;
 use super::context::{PartitionError, ShardContext};
 use crate::{
     failure_probe::{self, Probe},
+    ids::LeaderEpoch,
     metadata::{cluster_state::OFFSETS_TOPIC, placement::coordinator_slot},
-    storage::StorageError,
-    txn::markers::TxnEnd,
+    storage::{partition_log::Marker, StorageError},
 };
 
 /// Why a marker was not written to a partition (`api::error_code` says which Kafka
@@ -39,7 +39,7 @@ impl ShardContext {
     /// coordinator does itself for the partitions of its own shard.
     pub async fn write_markers<'a>(
         &self,
-        end: TxnEnd,
+        end: Marker,
         partitions: impl Iterator<Item = (&'a str, i32)>,
     ) -> Vec<Result<(), MarkerError>> {
         // Every partition's marker is appended before any is waited for, so one group
@@ -72,29 +72,20 @@ async fn mark_partition(
     ctx: &ShardContext,
     topic: &str,
     p: i32,
-    end: TxnEnd,
+    end: Marker,
 ) -> Result<(), MarkerError> {
     let log = ctx.partition(topic, p).await?;
-    let epoch = ctx
+    let leader = ctx
         .leadership(topic, p as u32)
         .ok_or(MarkerError::NotLeader)?
         .epoch;
-    let appended = log
-        .append_marker(
-            end.producer_id,
-            end.producer_epoch,
-            end.commit,
-            end.coordinator_epoch,
-            epoch,
-            end.ends,
-        )
-        .await?;
+    let appended = log.append_marker(end, LeaderEpoch(leader)).await?;
     Ok(appended.durable.await?)
 }
 
 /// Commits or drops the offsets `end`'s producer has pending in the groups of
 /// coordinator slot `slot` that this shard coordinates.
-async fn end_group_offsets(ctx: &ShardContext, slot: i32, end: TxnEnd) -> Result<(), MarkerError> {
+async fn end_group_offsets(ctx: &ShardContext, slot: i32, end: Marker) -> Result<(), MarkerError> {
     end_group_offsets_in(ctx, slot, end)
         .await
         .map_err(MarkerError::Group)
@@ -104,7 +95,7 @@ async fn end_group_offsets(ctx: &ShardContext, slot: i32, end: TxnEnd) -> Result
 async fn end_group_offsets_in(
     ctx: &ShardContext,
     slot: i32,
-    end: TxnEnd,
+    end: Marker,
 ) -> Result<(), ResponseError> {
     // Only the slot's coordinator, once it has applied the slot's journal, knows which
     // offsets are pending: anywhere else the marker would find none and be answered
@@ -115,13 +106,12 @@ async fn end_group_offsets_in(
     }
     // A TxnOffsetCommit of the producer in flight here either wrote its offsets
     // before (this marker ends them) or sees this marker's epoch and writes nothing.
-    let lock = ctx.coordinator.producer_lock(end.producer_id);
+    let lock = ctx.coordinator.producer_lock(end.producer.id.0);
     let _held = lock.acquire().await;
-    ctx.coordinator
-        .note_marker(end.producer_id, end.producer_epoch);
+    ctx.coordinator.note_marker(end.producer);
     let store = std::sync::Arc::clone(ctx.coordinator.store());
     let groups = glommio::executor()
-        .spawn_blocking(move || store.pending_groups(end.producer_id))
+        .spawn_blocking(move || store.pending_groups(end.producer.id.0))
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "pending offsets unreadable");
@@ -134,13 +124,7 @@ async fn end_group_offsets_in(
         }
         let journal = ctx.coordinating(&group).await?;
         ctx.coordinator
-            .end_pending(
-                &group,
-                end.producer_id,
-                end.producer_epoch,
-                end.commit,
-                journal,
-            )
+            .end_pending(&group, end.producer, end.commit, journal)
             .await?;
     }
     Ok(())

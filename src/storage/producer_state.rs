@@ -8,10 +8,8 @@ use std::collections::{HashMap, VecDeque};
 
 use super::Offset;
 
-/// The largest epoch before a producer id is replaced by a new one (Kafka's
-/// `Short.MaxValue - 1`): a marker at it ends the producer's transactions for good, as
-/// no later epoch of the id can follow.
-pub const EPOCH_MAX: i16 = i16::MAX - 1;
+/// [`ProducerEpoch::MAX`](crate::ids::ProducerEpoch::MAX) as the wire's integer.
+pub const EPOCH_MAX: i16 = crate::ids::ProducerEpoch::MAX.0;
 
 /// Batches remembered per producer, as Kafka remembers (the client keeps at most five
 /// requests in flight per partition).

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::storage::partition_log::MarkerEnds;
+use crate::storage::partition_log::{Marker, MarkerEnds};
 use bytes::Bytes;
 
 /// The only WriteTxnMarkers version (v1, flexible; Kafka 4 removed v0).
@@ -30,22 +30,6 @@ pub struct MarkerTarget {
     pub addr: String,
     /// Topic and partition of each marker it writes.
     pub partitions: Vec<(String, u32)>,
-}
-
-/// One transaction's end, as every marker of it carries it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TxnEnd {
-    /// The producer.
-    pub producer_id: i64,
-    /// The epoch the markers are written at (a bumped one fences the producer).
-    pub producer_epoch: i16,
-    /// COMMIT or ABORT.
-    pub commit: bool,
-    /// The coordinator's epoch, so a partition can refuse a stale coordinator's marker.
-    pub coordinator_epoch: i32,
-    /// Which of the producer's transactions the markers may end (whether
-    /// `producer_epoch` was bumped past the transaction's own).
-    pub ends: MarkerEnds,
 }
 
 /// The tagged field (weir's own, unknown to Kafka) by which a marker says it ends only
@@ -88,12 +72,12 @@ pub enum MarkerError {
 }
 
 /// The request that marks `partitions` with `end`.
-pub fn request(end: TxnEnd, partitions: &[(String, u32)]) -> WriteTxnMarkersRequest {
+pub fn request(end: Marker, partitions: &[(String, u32)]) -> WriteTxnMarkersRequest {
     let mut marker = WritableTxnMarker::default();
-    marker.producer_id = ProducerId(end.producer_id);
-    marker.producer_epoch = end.producer_epoch;
+    marker.producer_id = ProducerId(end.producer.id.0);
+    marker.producer_epoch = end.producer.epoch.0;
     marker.transaction_result = end.commit;
-    marker.coordinator_epoch = end.coordinator_epoch;
+    marker.coordinator_epoch = end.coordinator_epoch.0;
     if end.ends == MarkerEnds::BeforeItsEpoch {
         marker
             .unknown_tagged_fields
@@ -119,14 +103,14 @@ pub fn request(end: TxnEnd, partitions: &[(String, u32)]) -> WriteTxnMarkersRequ
 /// Sends every target its markers at once; `Ok` when all were written.
 pub async fn write(
     peers: &Peers,
-    end: TxnEnd,
+    end: Marker,
     targets: &[MarkerTarget],
 ) -> Result<(), MarkerError> {
     let results = join_all(targets.iter().map(|t| write_one(peers, end, t))).await;
     results.into_iter().collect()
 }
 
-async fn write_one(peers: &Peers, end: TxnEnd, target: &MarkerTarget) -> Result<(), MarkerError> {
+async fn write_one(peers: &Peers, end: Marker, target: &MarkerTarget) -> Result<(), MarkerError> {
     let unreachable = |reason: String| MarkerError::Unreachable {
         addr: target.addr.clone(),
         reason,

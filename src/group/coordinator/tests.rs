@@ -344,7 +344,9 @@ fn a_new_coordinator_continues_after_the_generation_of_offsets_pending_in_a_tran
         c.sync("g", 9, &a.member_id, None, Vec::new()).await;
         // The transaction commits here, then the new generation's member commits on:
         // its offsets must move, not stay fenced behind generation 8's.
-        c.end_pending("g", 7, 0, true, None).await.expect("marker");
+        c.end_pending("g", crate::ids::ProducerIdentity::new(7, 0), true, None)
+            .await
+            .expect("marker");
         assert_eq!(
             c.commit("g", 9, &a.member_id, None, offset(60), None).await,
             vec![Ok(())]
@@ -387,8 +389,8 @@ fn marker_epochs_fence_older_epochs_until_the_producer_is_forgotten() {
     let dir = test_dir();
     let store = Arc::new(OffsetStore::open(dir.path(), 1 << 20).expect("store"));
     let c = Coordinator::new(store);
-    c.note_marker(7, 3);
-    c.note_marker(7, 2);
+    c.note_marker(crate::ids::ProducerIdentity::new(7, 3));
+    c.note_marker(crate::ids::ProducerIdentity::new(7, 2));
     assert!(
         c.ended_before(7, 2),
         "a marker of epoch 3 ended epoch 2's transaction"

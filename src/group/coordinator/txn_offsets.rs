@@ -14,6 +14,7 @@ use crate::group::{
     journal::{Journal, JournalRecord},
     offset_store::{Fence, PendingTxn},
 };
+use crate::ids::ProducerIdentity;
 use crate::keyed_lock::KeyLock;
 
 impl Coordinator {
@@ -25,9 +26,10 @@ impl Coordinator {
         self.producers.lock(&producer_id)
     }
 
-    /// A marker of `producer_id` at `epoch` reached this shard's groups. Call it
-    /// holding the producer's lock.
-    pub fn note_marker(&self, producer_id: i64, epoch: i16) {
+    /// A marker of `marker`'s producer at its epoch reached this shard's groups. Call
+    /// it holding the producer's lock.
+    pub fn note_marker(&self, marker: ProducerIdentity) {
+        let (producer_id, epoch) = (marker.id.0, marker.epoch.0);
         let now = Instant::now();
         let mut epochs = self.marker_epochs.borrow_mut();
         let seen = epochs.entry(producer_id).or_insert((epoch, now));
@@ -122,11 +124,11 @@ impl Coordinator {
     pub async fn end_pending(
         &self,
         group: &str,
-        producer_id: i64,
-        marker_epoch: i16,
+        marker: ProducerIdentity,
         commit: bool,
         journal: Option<Journal>,
     ) -> Result<(), ResponseError> {
+        let (producer_id, marker_epoch) = (marker.id.0, marker.epoch.0);
         let _pass = journal_first(journal.as_ref(), || JournalRecord::TxnOffsetsEnd {
             group: group.to_string(),
             producer_id,
@@ -137,9 +139,7 @@ impl Coordinator {
         let store = Arc::clone(&self.store);
         let group_id = group.to_string();
         let ended = self
-            .write(group, move || {
-                store.end_pending(&group_id, producer_id, marker_epoch, commit)
-            })
+            .write(group, move || store.end_pending(&group_id, marker, commit))
             .await?;
         tracing::debug!(
             group,

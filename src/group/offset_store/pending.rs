@@ -14,7 +14,7 @@ use heed::RwTxn;
 use serde::{Deserialize, Serialize};
 
 use super::{group_prefix, CommittedOffset, Fence, OffsetStore, OffsetStoreError, Result};
-use crate::storage::producer_state::EPOCH_MAX;
+use crate::{ids::ProducerIdentity, storage::producer_state::EPOCH_MAX};
 
 /// The transaction a TxnOffsetCommit commits its offsets in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,10 +135,10 @@ impl OffsetStore {
     pub fn end_pending(
         &self,
         group: &str,
-        producer_id: i64,
-        marker_epoch: i16,
+        marker: ProducerIdentity,
         commit: bool,
     ) -> Result<usize> {
+        let (producer_id, marker_epoch) = (marker.id.0, marker.epoch.0);
         let k = pending_key(group, producer_id);
         let mut txn = self.env.write_txn().map_err(|e| self.lmdb(e))?;
         let Some(pending) = self.read_pending(&txn, group, &k)? else {
@@ -289,7 +289,12 @@ mod tests {
         added(v1(9), Fence::Generation(4), &[("t".into(), 3, at(2))]);
         assert_eq!(store.pending_generation("g").expect("generation"), 4);
         assert_eq!(store.pending_generation("h").expect("generation"), 0);
-        assert_eq!(store.end_pending("g", 9, 0, false).expect("abort"), 1);
+        assert_eq!(
+            store
+                .end_pending("g", ProducerIdentity::new(9, 0), false)
+                .expect("abort"),
+            1
+        );
         let mut partitions = store.pending_partitions("g").expect("pending");
         partitions.sort();
         assert_eq!(
@@ -297,15 +302,30 @@ mod tests {
             vec![("t".into(), 0), ("t".into(), 1), ("t".into(), 2)]
         );
         assert_eq!(store.pending_groups(7).expect("groups"), vec!["g"]);
-        assert_eq!(store.end_pending("g", 7, 0, true).expect("commit"), 2);
+        assert_eq!(
+            store
+                .end_pending("g", ProducerIdentity::new(7, 0), true)
+                .expect("commit"),
+            2
+        );
         assert_eq!(
             store.fetch("g", "t", 0).expect("fetch").map(|c| c.offset),
             Some(6)
         );
-        assert_eq!(store.end_pending("g", 8, 0, false).expect("abort"), 1);
+        assert_eq!(
+            store
+                .end_pending("g", ProducerIdentity::new(8, 0), false)
+                .expect("abort"),
+            1
+        );
         assert_eq!(store.fetch("g", "t", 2).expect("fetch"), None);
         assert!(store.pending_partitions("g").expect("pending").is_empty());
-        assert_eq!(store.end_pending("g", 8, 0, true).expect("again"), 0);
+        assert_eq!(
+            store
+                .end_pending("g", ProducerIdentity::new(8, 0), true)
+                .expect("again"),
+            0
+        );
     }
 
     #[test]
@@ -323,13 +343,28 @@ mod tests {
         assert!(store
             .add_pending("g", txn(5, true), f, &offset(10))
             .expect("add"));
-        assert_eq!(store.end_pending("g", 7, 5, false).expect("late"), 0);
-        assert_eq!(store.end_pending("g", 7, 4, false).expect("older"), 0);
+        assert_eq!(
+            store
+                .end_pending("g", ProducerIdentity::new(7, 5), false)
+                .expect("late"),
+            0
+        );
+        assert_eq!(
+            store
+                .end_pending("g", ProducerIdentity::new(7, 4), false)
+                .expect("older"),
+            0
+        );
         // A zombie of epoch 4 stores nothing.
         assert!(!store
             .add_pending("g", txn(4, true), f, &offset(99))
             .expect("zombie"));
-        assert_eq!(store.end_pending("g", 7, 6, true).expect("own"), 1);
+        assert_eq!(
+            store
+                .end_pending("g", ProducerIdentity::new(7, 6), true)
+                .expect("own"),
+            1
+        );
         assert_eq!(
             store.fetch("g", "t", 0).expect("fetch").map(|c| c.offset),
             Some(10)
@@ -338,12 +373,27 @@ mod tests {
         assert!(store
             .add_pending("g", txn(6, false), f, &offset(11))
             .expect("add"));
-        assert_eq!(store.end_pending("g", 7, 5, true).expect("stale"), 0);
-        assert_eq!(store.end_pending("g", 7, 6, true).expect("own"), 1);
+        assert_eq!(
+            store
+                .end_pending("g", ProducerIdentity::new(7, 5), true)
+                .expect("stale"),
+            0
+        );
+        assert_eq!(
+            store
+                .end_pending("g", ProducerIdentity::new(7, 6), true)
+                .expect("own"),
+            1
+        );
         assert!(store
             .add_pending("g", txn(6, false), f, &offset(12))
             .expect("add"));
-        assert_eq!(store.end_pending("g", 7, 7, false).expect("fenced"), 1);
+        assert_eq!(
+            store
+                .end_pending("g", ProducerIdentity::new(7, 7), false)
+                .expect("fenced"),
+            1
+        );
         assert_eq!(
             store.fetch("g", "t", 0).expect("fetch").map(|c| c.offset),
             Some(11)
@@ -355,7 +405,12 @@ mod tests {
         assert!(store
             .add_pending("g", txn(9, true), f, &offset(14))
             .expect("next"));
-        assert_eq!(store.end_pending("g", 7, 10, true).expect("own"), 1);
+        assert_eq!(
+            store
+                .end_pending("g", ProducerIdentity::new(7, 10), true)
+                .expect("own"),
+            1
+        );
         assert_eq!(
             store.fetch("g", "t", 0).expect("fetch").map(|c| c.offset),
             Some(14)
@@ -364,6 +419,11 @@ mod tests {
         assert!(store
             .add_pending("g", txn(EPOCH_MAX, true), f, &offset(15))
             .expect("add"));
-        assert_eq!(store.end_pending("g", 7, EPOCH_MAX, true).expect("last"), 1);
+        assert_eq!(
+            store
+                .end_pending("g", ProducerIdentity::new(7, EPOCH_MAX), true)
+                .expect("last"),
+            1
+        );
     }
 }

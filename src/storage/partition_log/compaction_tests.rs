@@ -7,6 +7,7 @@ use std::{collections::BTreeMap, time::Duration};
 use weir_client::record_batch::{BatchBuilder, Producer};
 
 use super::{tests::start_storage, *};
+use crate::ids::LeaderEpoch;
 use crate::storage::{
     batch_records::records,
     config::CleanupPolicy,
@@ -385,7 +386,10 @@ fn aborted_records_never_shadow_a_committed_value_and_open_transactions_stay() {
         durable(&log, record(b"a", b"committed", None)).await; // 0
         durable(&log, record(b"a", b"aborted", Some(5))).await; // 1
         let marker = log
-            .append_marker(5, 0, false, 0, 0, MarkerEnds::AtItsEpoch)
+            .append_marker(
+                Marker::of(5, 0, false, MarkerEnds::AtItsEpoch),
+                LeaderEpoch(0),
+            )
             .await
             .expect("marker"); // 2
         marker.durable.await.expect("durable");
@@ -408,7 +412,10 @@ fn aborted_records_never_shadow_a_committed_value_and_open_transactions_stay() {
         assert!(holds(&after, 4, b"open"), "past the LSO: kept");
         // Once the transaction commits, its record is an ordinary older version.
         let marker = log
-            .append_marker(6, 0, true, 0, 0, MarkerEnds::AtItsEpoch)
+            .append_marker(
+                Marker::of(6, 0, true, MarkerEnds::AtItsEpoch),
+                LeaderEpoch(0),
+            )
             .await
             .expect("marker");
         marker.durable.await.expect("durable");
@@ -460,7 +467,10 @@ fn a_marker_goes_with_the_last_of_its_transaction_once_past_delete_retention() {
             let log = &log;
             async move {
                 let m = log
-                    .append_marker(producer, 0, commit, 0, 0, MarkerEnds::AtItsEpoch)
+                    .append_marker(
+                        Marker::of(producer, 0, commit, MarkerEnds::AtItsEpoch),
+                        LeaderEpoch(0),
+                    )
                     .await
                     .expect("marker");
                 m.durable.await.expect("durable");

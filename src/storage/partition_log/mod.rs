@@ -77,7 +77,7 @@ pub use log_dir::{claim_dir, topic_id_in, Claim, PARTITION_METADATA_FILE};
 pub use read::LogRead;
 pub use replica::{cut_log, Truncation};
 pub use timestamp_lookup::{TimestampOffset, TimestampQuery};
-pub use transactions::{ActiveProducer, MarkerEnds, StableView, TXN_CHECKPOINT_FILE};
+pub use transactions::{ActiveProducer, Marker, MarkerEnds, StableView, TXN_CHECKPOINT_FILE};
 
 use log_dir::list_segments;
 use producer_rebuild::check_sequences;

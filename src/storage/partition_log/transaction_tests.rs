@@ -3,6 +3,7 @@
 //! the segment, and from a full scan).
 
 use super::*;
+use crate::ids::LeaderEpoch;
 use crate::storage::{
     partition_txns::AbortedTxn,
     producer_state::SequenceError,
@@ -46,7 +47,10 @@ async fn stored(log: &PartitionLog, payload: &ProducePayload) -> Offset {
 
 async fn marker(log: &PartitionLog, id: i64, commit: bool) -> Offset {
     let a = log
-        .append_marker(id, 0, commit, 0, 0, MarkerEnds::AtItsEpoch)
+        .append_marker(
+            Marker::of(id, 0, commit, MarkerEnds::AtItsEpoch),
+            LeaderEpoch(0),
+        )
         .await
         .expect("marker");
     a.durable.await.expect("durable");
@@ -155,7 +159,10 @@ fn a_marker_at_an_older_epoch_than_the_partitions_is_refused_and_a_newer_one_fen
         stored(&log, &txn_batch(1, 0, 1)).await;
         // The coordinator aborted at a bumped epoch: the zombie at epoch 0 is fenced.
         let a = log
-            .append_marker(1, 1, false, 0, 0, MarkerEnds::AtItsEpoch)
+            .append_marker(
+                Marker::of(1, 1, false, MarkerEnds::AtItsEpoch),
+                LeaderEpoch(0),
+            )
             .await
             .expect("marker");
         a.durable.await.expect("durable");
@@ -165,8 +172,11 @@ fn a_marker_at_an_older_epoch_than_the_partitions_is_refused_and_a_newer_one_fen
             "an epoch-0 batch after an epoch-1 marker"
         );
         assert!(matches!(
-            log.append_marker(1, 0, true, 0, 0, MarkerEnds::AtItsEpoch)
-                .await,
+            log.append_marker(
+                Marker::of(1, 0, true, MarkerEnds::AtItsEpoch),
+                LeaderEpoch(0)
+            )
+            .await,
             Err(StorageError::Sequence(_))
         ));
         log.close().await.expect("close");
@@ -191,8 +201,12 @@ fn a_v2_marker_delayed_from_the_transaction_before_does_not_end_the_one_open() {
             b.push(0, None, b"v");
             ProducePayload::validate(b.finish(), 1 << 20).expect("valid")
         };
-        let v2_marker =
-            |epoch: i16| log.append_marker(1, epoch, false, 0, 0, MarkerEnds::BeforeItsEpoch);
+        let v2_marker = |epoch: i16| {
+            log.append_marker(
+                Marker::of(1, epoch, false, MarkerEnds::BeforeItsEpoch),
+                LeaderEpoch(0),
+            )
+        };
         // The transaction at epoch 0 ends with a marker at epoch 1; the next runs at 1.
         stored(&log, &at_epoch(0)).await;
         v2_marker(1)

@@ -18,7 +18,6 @@ use serde::{Deserialize, Serialize};
 use weir_client::record_batch::{control_batch, marker_kind, MARKER_COMMIT};
 
 use super::{durable::Durable, durable::Wait, LogRead, LogState, PartitionLog, Stamp};
-use crate::storage::producer_state::EPOCH_MAX;
 use crate::storage::{
     batch_records,
     partition_txns::{AbortedTxn, PartitionTxns, TxnBatch},
@@ -26,6 +25,10 @@ use crate::storage::{
     record_batch::{BatchHeader, ProducePayload, RecordBatch},
     segment_reader::{SegmentReader, SCAN_WINDOW_BYTES},
     BatchError, FilePosition, Offset, Result, StorageError,
+};
+use crate::{
+    ids::{CoordinatorEpoch, LeaderEpoch, ProducerIdentity},
+    storage::producer_state::EPOCH_MAX,
 };
 
 use super::Appended;
@@ -79,6 +82,34 @@ pub enum MarkerEnds {
     /// here at the marker's epoch is the producer's next one (Kafka's TV2 marker rule).
     /// An open epoch that cannot be bumped any more is ended by a marker at it.
     BeforeItsEpoch,
+}
+
+/// A COMMIT or ABORT marker as a transaction's coordinator asks a partition's leader to
+/// write it (WriteTxnMarkers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marker {
+    /// The producer, at the epoch the marker is written at (a bumped one fences the
+    /// producer's older epochs).
+    pub producer: ProducerIdentity,
+    /// COMMIT or ABORT.
+    pub commit: bool,
+    /// The coordinator's epoch, so a partition can refuse a stale coordinator's marker.
+    pub coordinator_epoch: CoordinatorEpoch,
+    /// Which of the producer's transactions the marker may end.
+    pub ends: MarkerEnds,
+}
+
+#[cfg(test)]
+impl Marker {
+    /// Producer `id`'s marker at `epoch`, from a coordinator at epoch 0.
+    pub(crate) fn of(id: i64, epoch: i16, commit: bool, ends: MarkerEnds) -> Marker {
+        Marker {
+            producer: ProducerIdentity::new(id, epoch),
+            commit,
+            coordinator_epoch: CoordinatorEpoch(0),
+            ends,
+        }
+    }
 }
 
 /// A producer as a partition knows it (DescribeProducers).
@@ -194,26 +225,25 @@ impl PartitionLog {
             .collect()
     }
 
-    /// Writes the COMMIT or ABORT marker ending `producer_id`'s transaction here, as
-    /// the leader at `leader_epoch`; await its [`Appended::durable`] before the
-    /// coordinator counts the partition done. A marker whose producer epoch is older
-    /// than the partition's is refused (a stale coordinator), and so is one `ends` says
-    /// belongs to an earlier transaction than the one open here; a newer one fences the
-    /// producer's older epochs here.
-    pub async fn append_marker(
-        &self,
-        producer_id: i64,
-        producer_epoch: i16,
-        commit: bool,
-        coordinator_epoch: i32,
-        leader_epoch: i32,
-        ends: MarkerEnds,
-    ) -> Result<Appended> {
+    /// Writes marker `m`, ending its producer's transaction here, as the leader at
+    /// `leader`; await its [`Appended::durable`] before the coordinator counts the
+    /// partition done. A marker whose producer epoch is older than the partition's is
+    /// refused (a stale coordinator), and so is one `m.ends` says belongs to an earlier
+    /// transaction than the one open here; a newer one fences the producer's older
+    /// epochs here.
+    pub async fn append_marker(&self, m: Marker, leader: LeaderEpoch) -> Result<Appended> {
+        let (producer_id, producer_epoch) = (m.producer.id.0, m.producer.epoch.0);
         let now = self.shared.env.clock.now_ms();
-        let batch = control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now);
+        let batch = control_batch(
+            producer_id,
+            producer_epoch,
+            m.commit,
+            m.coordinator_epoch.0,
+            now,
+        );
         let payload = ProducePayload::validate(batch, usize::MAX)?;
         let permit = self.lock_appends().await?;
-        if ends == MarkerEnds::BeforeItsEpoch {
+        if m.ends == MarkerEnds::BeforeItsEpoch {
             let st = self.shared.state.borrow();
             let open_epoch = st
                 .producers
@@ -231,7 +261,7 @@ impl PartitionLog {
                 .into());
             }
         }
-        self.append_holding(&permit, &payload, Stamp::Leader(leader_epoch))
+        self.append_holding(&permit, &payload, Stamp::Leader(leader.0))
             .await
     }
 
