@@ -25,7 +25,7 @@
 //! 1. `net/listener.rs` accepts the connection on the shard's port; `net/connection.rs`
 //!    reads bytes and `net/frame.rs` cuts a length-prefixed frame (bounded before
 //!    anything is allocated).
-//! 2. `api/mod.rs` ([`api::decode`]) decodes the header, finds Produce in
+//! 2. `api/routes.rs` ([`api::decode`]) decodes the header, finds Produce in
 //!    [`api::ROUTES`] and has `api/produce.rs` decode the body; the connection claims
 //!    the frame's bytes from the shard's and the connection's budgets.
 //! 3. Produce's in-order phase (`api/produce.rs`, before the next request is read):
@@ -40,7 +40,7 @@
 //!    fdatasync covers the round, the high watermarks move, and the appends'
 //!    `storage/partition_log/durable.rs` futures resolve.
 //! 5. Produce's concurrent phase awaits those futures and returns a typed response;
-//!    `api/mod.rs` encodes it, and the connection's writer sends it after every earlier
+//!    `api/frame_codec.rs` encodes it, and the connection's writer sends it after every earlier
 //!    response of the connection.
 //!
 //! # Where a fetch goes

@@ -23,8 +23,9 @@ use crate::{
 };
 
 use super::{
+    frame_codec::Started,
     session::{LoginState, Session},
-    str_bytes, Call, Decoded, Handler, Phase, Reply, Started,
+    str_bytes, Call, Decoded, Handler, Phase, Reply,
 };
 
 /// One step of a SASL login.
