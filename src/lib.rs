@@ -56,7 +56,7 @@
 //! # Where an offset commit goes
 //!
 //! Steps 1–2 as above; `api/offset_commit.rs` checks that this shard coordinates the
-//! group and asks `group/coordinator/mod.rs`, which fences the commit against the group's
+//! group and asks `group/coordinator/offsets.rs`, which fences the commit against the group's
 //! `group/state.rs` (member, generation, rebalance), writes it to LMDB on the blocking
 //! pool (`group/offset_store.rs`, the fencing rule of `docs/design.md`'s SQL), and waits for
 //! `group/offset_syncer.rs` to fsync the store — one fsync for every commit written

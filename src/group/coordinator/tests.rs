@@ -2,8 +2,13 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use super::*;
-use crate::group::offset_store::PendingTxn;
+use crate::group::{
+    offset_store::{Fence, PendingTxn},
+    state::{JoinRequest, JoinResult},
+};
 use crate::storage::test_support::{run, test_dir};
 
 fn join_req(member_id: &str) -> JoinRequest {
