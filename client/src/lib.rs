@@ -12,6 +12,7 @@
 //! - [`metadata`]: finding a topic's partitions and leaders, and their offsets.
 //! - [`sasl`], [`scram`]: logging in to a broker that requires SASL (PLAIN,
 //!   SCRAM-SHA-256/512), on either connection.
+//! - [`names`]: Kafka strings and topic names from plain ones.
 //! - [`units`]: the one parser for durations and core lists that every command line uses.
 //!
 //! Message bodies are [`kafka_protocol`]'s types; this crate adds what that crate leaves
@@ -25,6 +26,7 @@ pub mod dialer;
 pub mod error;
 pub mod frame;
 pub mod metadata;
+pub mod names;
 pub mod record_batch;
 pub mod sasl;
 pub mod scram;

@@ -10,13 +10,13 @@ use kafka_protocol::{
         metadata_request::MetadataRequestTopic,
         BrokerId, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, TopicName,
     },
-    protocol::StrBytes,
     ResponseError,
 };
 
 use crate::{
     connection::{self, RequestWriter, ResponseReader},
     dialer::Dialer,
+    names::topic_name,
     ClientError, Result,
 };
 
@@ -46,7 +46,7 @@ pub async fn discover(
     client_id: &'static str,
 ) -> Result<Topology> {
     let (mut writer, mut reader) = connection::connect_with(dialer, bootstrap, client_id).await?;
-    let name = TopicName(StrBytes::from_string(topic.to_string()));
+    let name = topic_name(topic);
     let mut created = false;
     for _ in 0..ATTEMPTS_MAX {
         let mut request = MetadataRequest::default();
@@ -157,7 +157,7 @@ async fn offsets_once(
     for (&partition, leader) in &topology.leaders {
         by_leader.entry(leader).or_default().push(partition);
     }
-    let name = TopicName(StrBytes::from_string(topology.topic.clone()));
+    let name = topic_name(&topology.topic);
     let mut offsets = BTreeMap::new();
     for (leader, partitions) in by_leader {
         let (mut writer, mut reader) = connection::connect_with(dialer, leader, client_id).await?;

@@ -4,8 +4,9 @@
 use kafka_protocol::ResponseError;
 
 use crate::{
+    metadata::partition_error::PartitionError,
     metadata::{cluster_state::MetadataError, registry::RegistryError},
-    shard::{context::PartitionError, txn_marking::MarkerError},
+    shard::txn_marking::MarkerError,
     storage::{producer_state::SequenceError, BatchError, StorageError},
 };
 

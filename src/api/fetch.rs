@@ -27,11 +27,12 @@ use kafka_protocol::{
 };
 
 use crate::{
+    metadata::partition_error::PartitionError,
     metadata::replication_throttle::LEADER_RATE,
     metrics::ShardMetrics,
     replication::{FetchCheck, Replication},
     security::acl::Operation,
-    shard::context::{PartitionError, ShardContext},
+    shard::context::ShardContext,
     storage::{partition_txns::AbortedTxn, Offset, StorageError},
 };
 

@@ -195,13 +195,3 @@ fn encode<R: Encodable>(key: ApiKey, correlation_id: i32, version: i16, body: &R
         }
     }
 }
-
-/// A Kafka string from a plain one.
-pub fn str_bytes(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
-
-/// A Kafka topic name from a plain string.
-pub fn topic_name(name: &str) -> kafka_protocol::messages::TopicName {
-    kafka_protocol::messages::TopicName(str_bytes(name))
-}

@@ -65,6 +65,7 @@ mod frame_codec;
 mod handler;
 mod routes;
 
-pub use frame_codec::{str_bytes, topic_name, Decoded, RequestError};
+pub use frame_codec::{Decoded, RequestError};
 pub use handler::{BodyError, Call, Handler, Phase, Reply, SecurityProtocol};
 pub use routes::{decode, Route, ROUTES};
+pub use weir_client::names::{str_bytes, topic_name};

@@ -38,9 +38,35 @@ use crate::storage::{
 };
 
 /// Another coordinator's state for a key of a journal partition (a transactional id's),
-/// opaque to the group layer: its owner encodes and decodes it (`txn::stored`); the
-/// journal carries it, and LMDB stores it, as it came.
-pub type OpaqueState = serde_json::Value;
+/// opaque to the group layer: the JSON text its owner encoded (`txn::stored`), which the
+/// journal carries and LMDB stores byte for byte, never parsed here.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OpaqueState(Box<serde_json::value::RawValue>);
+
+impl OpaqueState {
+    /// `value` as JSON.
+    pub fn encode<T: Serialize>(value: &T) -> Result<OpaqueState, serde_json::Error> {
+        serde_json::value::to_raw_value(value).map(OpaqueState)
+    }
+
+    /// A state stored as `text`, refused unless it is JSON.
+    pub fn from_json(text: String) -> Result<OpaqueState, serde_json::Error> {
+        serde_json::value::RawValue::from_string(text).map(OpaqueState)
+    }
+
+    /// The JSON text.
+    pub fn json(&self) -> &str {
+        self.0.get()
+    }
+}
+
+/// The same text is the same state.
+impl PartialEq for OpaqueState {
+    fn eq(&self, other: &Self) -> bool {
+        self.json() == other.json()
+    }
+}
 
 /// One change to a group's offsets a coordinator accepted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -410,11 +436,7 @@ pub fn apply_to(store: &OffsetStore, records: &[JournalRecord]) -> Result<(), Of
                 )?;
             }
             JournalRecord::Transaction { id, meta } => {
-                let stored = serde_json::to_vec(meta).map_err(|e| OffsetStoreError::Corrupt {
-                    group: format!("transactional id {id}"),
-                    reason: e.to_string(),
-                })?;
-                store.put_raw_transaction(id, &stored)?;
+                store.put_raw_transaction(id, meta.json().as_bytes())?;
             }
             JournalRecord::TransactionExpired { id } => store.remove_transaction(id)?,
             JournalRecord::SnapshotStart => {}

@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use super::{
-    journal::{encode_batches, Journal, JournalError, JournalGate, JournalRecord},
+    journal::{encode_batches, Journal, JournalError, JournalGate, JournalRecord, OpaqueState},
     offset_store::{Fence, OffsetStore, OffsetStoreError, SlotState},
 };
 use crate::storage::{clock::Clock, partition_log::Wait, Offset, PartitionLog};
@@ -74,10 +74,12 @@ pub fn records_of(state: SlotState) -> Result<Vec<JournalRecord>, OffsetStoreErr
         }
     }));
     for (id, stored) in state.transactions {
-        let meta = serde_json::from_slice(&stored).map_err(|e| OffsetStoreError::Corrupt {
-            group: format!("transactional id {id}"),
-            reason: e.to_string(),
-        })?;
+        let meta = String::from_utf8(stored)
+            .map_err(|e| OffsetStoreError::corrupt_transaction(&id, e))
+            .and_then(|text| {
+                OpaqueState::from_json(text)
+                    .map_err(|e| OffsetStoreError::corrupt_transaction(&id, e))
+            })?;
         out.push(JournalRecord::Transaction { id, meta });
     }
     Ok(out)
@@ -199,7 +201,10 @@ mod tests {
             Change::Transaction(id, epoch) => JournalRecord::Transaction {
                 id: format!("txn-{id}"),
                 // Opaque here: any JSON its coordinator wrote.
-                meta: serde_json::json!({"producer_id": id, "producer_epoch": epoch}),
+                meta: OpaqueState::encode(
+                    &serde_json::json!({"producer_id": id, "producer_epoch": epoch}),
+                )
+                .expect("json"),
             },
             Change::TransactionExpired(id) => JournalRecord::TransactionExpired {
                 id: format!("txn-{id}"),

@@ -17,14 +17,14 @@ use kafka_protocol::{
     messages::{
         fetch_request::{FetchPartition, FetchTopic},
         fetch_response::PartitionData,
-        BrokerId, FetchRequest, FetchResponse, TopicName,
+        BrokerId, FetchRequest, FetchResponse,
     },
-    protocol::StrBytes,
     ResponseError,
 };
 use weir_client::{
     connection::{call, connect_with, RequestWriter, ResponseReader},
     dialer::Dialer,
+    names::topic_name,
     ClientError,
 };
 
@@ -321,7 +321,7 @@ fn fetch_request(me: NodeId, asked: &[Asked]) -> FetchRequest {
             Some(t) if t.topic.0.as_str() == a.key.0 => t.partitions.push(p),
             _ => {
                 let mut t = FetchTopic::default();
-                t.topic = TopicName(StrBytes::from_string(a.key.0.clone()));
+                t.topic = topic_name(&a.key.0);
                 t.partitions = vec![p];
                 topics.push(t);
             }

@@ -71,7 +71,7 @@ impl Leader for MockLeader {
             },
         }
         let mut topic = FetchableTopicResponse::default();
-        topic.topic = TopicName(StrBytes::from_string(TOPIC.to_string()));
+        topic.topic = topic_name(TOPIC);
         topic.partitions.push(part);
         let mut response = FetchResponse::default();
         response.responses.push(topic);

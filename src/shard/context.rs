@@ -34,8 +34,6 @@ use crate::{
     },
 };
 
-pub use crate::metadata::partition_error::PartitionError;
-
 /// How often a shard deletes segments past retention. Often, so each pass retires about
 /// the one segment per partition that a roll made surplus: a pass every 10 s retired a
 /// dozen at once at 300 MB/s, and the directory syncs and index deletions in a row

@@ -3,7 +3,8 @@
 
 use kafka_protocol::ResponseError;
 
-use super::context::{PartitionError, ShardContext};
+use super::context::ShardContext;
+use crate::metadata::partition_error::PartitionError;
 use crate::{
     group::{journal::Journal, journal_snapshot},
     metadata::{

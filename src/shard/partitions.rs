@@ -4,7 +4,8 @@
 
 use std::time::Instant;
 
-use super::context::{PartitionError, ShardContext};
+use super::context::ShardContext;
+use crate::metadata::partition_error::PartitionError;
 use crate::{
     metadata::{
         cluster_state::OFFSETS_TOPIC,

@@ -12,7 +12,8 @@ use std::{
 
 use weir_client::dialer::Dialer;
 
-use super::context::{PartitionError, ShardContext};
+use super::context::ShardContext;
+use crate::metadata::partition_error::PartitionError;
 use crate::{
     group::journal,
     metadata::{cluster_state::OFFSETS_TOPIC, placement::NodeId},

@@ -5,7 +5,8 @@
 use futures_util::future::join_all;
 use kafka_protocol::ResponseError;
 
-use super::context::{PartitionError, ShardContext};
+use super::context::ShardContext;
+use crate::metadata::partition_error::PartitionError;
 use crate::{
     failure_probe::{self, Probe},
     ids::LeaderEpoch,

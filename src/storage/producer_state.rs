@@ -8,9 +8,6 @@ use std::collections::{HashMap, VecDeque};
 
 use super::Offset;
 
-/// [`ProducerEpoch::MAX`](crate::ids::ProducerEpoch::MAX) as the wire's integer.
-pub const EPOCH_MAX: i16 = crate::ids::ProducerEpoch::MAX.0;
-
 /// Batches remembered per producer, as Kafka remembers (the client keeps at most five
 /// requests in flight per partition).
 pub const BATCHES_KEPT: usize = 5;

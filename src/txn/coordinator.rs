@@ -22,6 +22,7 @@ use crate::{
     failure_probe::{self, Probe},
     group::journal::Journal,
     ids::{CoordinatorEpoch, ProducerIdentity},
+    keyed_lock::HeldKey,
     metrics::TransactionMetrics,
     storage::partition_log::{Marker, MarkerEnds},
 };
@@ -386,12 +387,7 @@ impl Coordinator {
     /// Finishes `id`'s transaction when it is (still, once its lock is held) in a
     /// Prepare state, or aborts it at the next epoch when it is open past its timeout.
     async fn finish_or_expire(&self, host: &impl TxnHost, id: &str) {
-        let lock = self.states.lock(id);
-        let _held = lock.acquire().await;
-        let Ok(journal) = host.coordinating(id).await else {
-            return;
-        };
-        let Ok(Some(meta)) = self.states.get(id) else {
+        let Some((_held, journal, meta)) = self.locked(host, id).await else {
             return;
         };
         let preparing = if meta.state.is_preparing() {
@@ -419,15 +415,23 @@ impl Coordinator {
         let _ = self.finish(host, id, &preparing, journal.as_ref()).await;
     }
 
+    /// `id`'s lock, journal and state, for a background step: None when this shard no
+    /// longer coordinates `id` or it has no readable state once the lock is held.
+    async fn locked(
+        &self,
+        host: &impl TxnHost,
+        id: &str,
+    ) -> Option<(HeldKey, Option<Journal>, TxnMetadata)> {
+        let held = self.states.lock(id).acquire_owned().await;
+        let journal = host.coordinating(id).await.ok()?;
+        let meta = self.states.get(id).ok()??;
+        Some((held, journal, meta))
+    }
+
     /// Forgets `id` if it is still expired once its lock is held (a request may have
     /// used it meanwhile).
     async fn forget(&self, host: &impl TxnHost, id: &str, expiration_ms: i64) {
-        let lock = self.states.lock(id);
-        let _held = lock.acquire().await;
-        let Ok(journal) = host.coordinating(id).await else {
-            return;
-        };
-        let Ok(Some(meta)) = self.states.get(id) else {
+        let Some((_held, journal, meta)) = self.locked(host, id).await else {
             return;
         };
         if state::id_expired(&meta, host.now_ms(), expiration_ms)

@@ -165,6 +165,17 @@ fn partitions(names: &[(&str, u32)]) -> Vec<(String, u32)> {
     names.iter().map(|(t, p)| (t.to_string(), *p)).collect()
 }
 
+/// Adds partition `a-0` to `t`'s transaction as `producer`, durably.
+async fn add_a(
+    c: &Coordinator,
+    host: &FakeHost,
+    producer: ProducerIdentity,
+) -> Result<(), ResponseError> {
+    let a = partitions(&[("a", 0)]);
+    c.add(host, "t", producer, &a, &[], EnrolWait::Durable)
+        .await
+}
+
 fn state_of(c: &Coordinator, id: &str) -> TxnMetadata {
     c.states().get(id).expect("read").expect("a state")
 }
@@ -195,15 +206,7 @@ fn every_step_refuses_an_id_this_shard_does_not_coordinate() {
             Err(ResponseError::NotCoordinator)
         );
         assert_eq!(
-            c.add(
-                &*host,
-                "t",
-                p,
-                &partitions(&[("a", 0)]),
-                &[],
-                EnrolWait::Durable
-            )
-            .await,
+            add_a(&c, &host, p).await,
             Err(ResponseError::NotCoordinator)
         );
         assert_eq!(
@@ -246,16 +249,7 @@ fn a_commit_whose_markers_are_all_here_completes_before_the_answer() {
 fn a_v2_end_bumps_the_epoch_and_its_markers_end_only_earlier_epochs() {
     with_coordinator(async |c, host| {
         let p = c.init(&*host, "t", TIMEOUT_MS, None).await.expect("init");
-        c.add(
-            &*host,
-            "t",
-            p,
-            &partitions(&[("a", 0)]),
-            &[],
-            EnrolWait::Durable,
-        )
-        .await
-        .expect("add");
+        add_a(&c, &host, p).await.expect("add");
         let next = c
             .end(&host, "t", p, false, TxnProtocol::V2)
             .await
@@ -267,15 +261,7 @@ fn a_v2_end_bumps_the_epoch_and_its_markers_end_only_earlier_epochs() {
         assert_eq!(state_of(&c, "t").state, TxnState::CompleteAbort);
         // The old epoch is fenced.
         assert_eq!(
-            c.add(
-                &*host,
-                "t",
-                p,
-                &partitions(&[("a", 0)]),
-                &[],
-                EnrolWait::Durable
-            )
-            .await,
+            add_a(&c, &host, p).await,
             Err(ResponseError::ProducerFenced)
         );
     });
@@ -315,16 +301,7 @@ fn a_stale_epoch_cannot_end_a_transaction() {
             .init(&*host, "t", TIMEOUT_MS, None)
             .await
             .expect("re-init");
-        c.add(
-            &*host,
-            "t",
-            p,
-            &partitions(&[("a", 0)]),
-            &[],
-            EnrolWait::Durable,
-        )
-        .await
-        .expect("add");
+        add_a(&c, &host, p).await.expect("add");
         assert_eq!(
             c.end(&host, "t", old, true, TxnProtocol::V1).await,
             Err(ResponseError::ProducerFenced)
@@ -338,16 +315,7 @@ fn a_stale_epoch_cannot_end_a_transaction() {
 fn markers_that_fail_leave_the_prepare_state_for_housekeeping_to_finish() {
     with_coordinator(async |c, host| {
         let p = c.init(&*host, "t", TIMEOUT_MS, None).await.expect("init");
-        c.add(
-            &*host,
-            "t",
-            p,
-            &partitions(&[("a", 0)]),
-            &[],
-            EnrolWait::Durable,
-        )
-        .await
-        .expect("add");
+        add_a(&c, &host, p).await.expect("add");
         host.markers_fail.set(true);
         c.end(&host, "t", p, true, TxnProtocol::V1)
             .await
@@ -371,16 +339,7 @@ fn markers_that_fail_leave_the_prepare_state_for_housekeeping_to_finish() {
 fn a_transaction_open_past_its_timeout_is_aborted_at_a_fencing_epoch() {
     with_coordinator(async |c, host| {
         let p = c.init(&*host, "t", 1_000, None).await.expect("init");
-        c.add(
-            &*host,
-            "t",
-            p,
-            &partitions(&[("a", 0)]),
-            &[],
-            EnrolWait::Durable,
-        )
-        .await
-        .expect("add");
+        add_a(&c, &host, p).await.expect("add");
         host.advance(Duration::from_millis(500));
         c.housekeeping(&*host).await;
         assert_eq!(state_of(&c, "t").state, TxnState::Ongoing, "not yet");
@@ -426,16 +385,7 @@ fn an_epoch_that_ran_out_gets_a_new_producer_id() {
         worn.producer_epoch = ProducerEpoch::MAX.0 - 1;
         c.states().persist("t", &worn, None).await.expect("seed");
         let last = ProducerIdentity::new(p.id.0, worn.producer_epoch);
-        c.add(
-            &*host,
-            "t",
-            last,
-            &partitions(&[("a", 0)]),
-            &[],
-            EnrolWait::Durable,
-        )
-        .await
-        .expect("add");
+        add_a(&c, &host, last).await.expect("add");
         let next = c
             .end(&host, "t", last, true, TxnProtocol::V2)
             .await

@@ -91,7 +91,7 @@ pub struct TxnMetadata {
     pub markers_bump_epoch: bool,
 }
 
-pub use crate::storage::producer_state::EPOCH_MAX;
+use crate::ids::ProducerEpoch;
 
 /// What InitProducerId decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,7 +191,7 @@ pub fn init(
             next.groups.clear();
             next.started_ms = -1;
             next.updated_ms = now_ms;
-            let new_producer_id = meta.producer_epoch >= EPOCH_MAX;
+            let new_producer_id = meta.producer_epoch >= ProducerEpoch::MAX.0;
             if new_producer_id {
                 next.producer_epoch = 0;
                 next.last_producer_epoch = -1;
@@ -212,7 +212,10 @@ pub fn init(
 pub fn fence(meta: &TxnMetadata, now_ms: i64) -> TxnMetadata {
     let mut next = meta.clone();
     next.last_producer_epoch = meta.producer_epoch;
-    next.producer_epoch = meta.producer_epoch.saturating_add(1).min(EPOCH_MAX);
+    next.producer_epoch = meta
+        .producer_epoch
+        .saturating_add(1)
+        .min(ProducerEpoch::MAX.0);
     next.markers_bump_epoch = true;
     next.state = TxnState::PrepareAbort;
     next.updated_ms = now_ms;
@@ -349,7 +352,10 @@ pub fn end(
         next.markers_bump_epoch = protocol == TxnProtocol::V2;
         if protocol == TxnProtocol::V2 {
             next.last_producer_epoch = meta.producer_epoch;
-            next.producer_epoch = meta.producer_epoch.saturating_add(1).min(EPOCH_MAX);
+            next.producer_epoch = meta
+                .producer_epoch
+                .saturating_add(1)
+                .min(ProducerEpoch::MAX.0);
         }
         next
     };
@@ -380,7 +386,7 @@ pub fn end(
 /// True when the epoch of a V2 Prepare state cannot be bumped again: its producer must
 /// move to a fresh producer id for its next transaction (see [`with_next_producer_id`]).
 pub fn needs_next_producer_id(prepared: &TxnMetadata) -> bool {
-    prepared.producer_epoch >= EPOCH_MAX && prepared.next_producer_id.is_none()
+    prepared.producer_epoch >= ProducerEpoch::MAX.0 && prepared.next_producer_id.is_none()
 }
 
 /// `prepared` with the producer id its next transaction takes.

@@ -49,14 +49,11 @@ pub fn record(id: &str, state: Option<&TxnMetadata>) -> JournalRecord {
 fn encode(meta: &TxnMetadata) -> OpaqueState {
     // Fails only for a map keyed by something other than strings, which a state has
     // none of (its sets are sequences): `a_state_round_trips_through_its_json` holds it.
-    serde_json::to_value(meta).expect("a transaction state always encodes as JSON")
+    OpaqueState::encode(meta).expect("a transaction state always encodes as JSON")
 }
 
 fn decode(id: &str, stored: &[u8]) -> Result<TxnMetadata, OffsetStoreError> {
-    serde_json::from_slice(stored).map_err(|e| OffsetStoreError::Corrupt {
-        group: format!("transactional id {id}"),
-        reason: e.to_string(),
-    })
+    serde_json::from_slice(stored).map_err(|e| OffsetStoreError::corrupt_transaction(id, e))
 }
 
 #[cfg(test)]

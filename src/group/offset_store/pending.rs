@@ -14,7 +14,7 @@ use heed::RwTxn;
 use serde::{Deserialize, Serialize};
 
 use super::{group_prefix, CommittedOffset, Fence, OffsetStore, OffsetStoreError, Result};
-use crate::{ids::ProducerIdentity, storage::producer_state::EPOCH_MAX};
+use crate::ids::{ProducerEpoch, ProducerIdentity};
 
 /// The transaction a TxnOffsetCommit commits its offsets in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +66,9 @@ impl PendingOffsets {
         let epoch = self.producer_epoch;
         match (epoch < 0, self.v2) {
             (true, _) => true,
-            (false, true) => marker_epoch > epoch || (epoch >= EPOCH_MAX && marker_epoch >= epoch),
+            (false, true) => {
+                marker_epoch > epoch || (epoch >= ProducerEpoch::MAX.0 && marker_epoch >= epoch)
+            }
             (false, false) => marker_epoch >= epoch,
         }
     }
@@ -417,11 +419,11 @@ mod tests {
         );
         // An epoch that cannot be bumped is ended by a marker at it.
         assert!(store
-            .add_pending("g", txn(EPOCH_MAX, true), f, &offset(15))
+            .add_pending("g", txn(ProducerEpoch::MAX.0, true), f, &offset(15))
             .expect("add"));
         assert_eq!(
             store
-                .end_pending("g", ProducerIdentity::new(7, EPOCH_MAX), true)
+                .end_pending("g", ProducerIdentity::new(7, ProducerEpoch::MAX.0), true)
                 .expect("last"),
             1
         );

@@ -6,7 +6,17 @@
 //! journal applies the same records, so a coordinator that takes over finds the state
 //! here.
 
-use super::{OffsetStore, Result};
+use super::{OffsetStore, OffsetStoreError, Result};
+
+impl OffsetStoreError {
+    /// Transactional id `id`'s stored state is not what its coordinator wrote.
+    pub fn corrupt_transaction(id: &str, reason: impl std::fmt::Display) -> OffsetStoreError {
+        OffsetStoreError::Corrupt {
+            group: format!("transactional id {id}"),
+            reason: reason.to_string(),
+        }
+    }
+}
 
 impl OffsetStore {
     /// The stored state of transactional id `id`, if it has one.

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use weir_client::record_batch::{control_batch, marker_kind, MARKER_COMMIT};
 
 use super::{durable::Durable, durable::Wait, LogRead, LogState, PartitionLog, Stamp};
+use crate::ids::{CoordinatorEpoch, LeaderEpoch, ProducerEpoch, ProducerIdentity};
 use crate::storage::{
     batch_records,
     partition_txns::{AbortedTxn, PartitionTxns, TxnBatch},
@@ -25,10 +26,6 @@ use crate::storage::{
     record_batch::{BatchHeader, ProducePayload, RecordBatch},
     segment_reader::{SegmentReader, SCAN_WINDOW_BYTES},
     BatchError, FilePosition, Offset, Result, StorageError,
-};
-use crate::{
-    ids::{CoordinatorEpoch, LeaderEpoch, ProducerIdentity},
-    storage::producer_state::EPOCH_MAX,
 };
 
 use super::Appended;
@@ -249,7 +246,9 @@ impl PartitionLog {
                 .producers
                 .epoch_of(producer_id)
                 .filter(|_| st.txns.is_open(producer_id));
-            if let Some(current) = open_epoch.filter(|e| producer_epoch <= *e && *e < EPOCH_MAX) {
+            if let Some(current) =
+                open_epoch.filter(|e| producer_epoch <= *e && *e < ProducerEpoch::MAX.0)
+            {
                 // A marker of the transaction before, delayed: the one open here is the
                 // next, which this marker must not end.
                 tracing::info!(log = %self.shared.dir.display(), producer_id, epoch = producer_epoch, current, "a marker of an earlier transaction refused");

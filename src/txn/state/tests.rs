@@ -153,7 +153,7 @@ fn a_retried_init_gets_the_same_epoch_and_an_exhausted_epoch_a_new_id() {
     );
     assert_eq!(retried, bumped);
     let worn = TxnMetadata {
-        producer_epoch: EPOCH_MAX,
+        producer_epoch: ProducerEpoch::MAX.0,
         ..bumped
     };
     let InitOutcome::Ready {
@@ -215,12 +215,18 @@ fn transactions_v2_bump_the_epoch_and_a_delayed_end_cannot_end_the_next_one() {
     assert_eq!((empty.producer_epoch, empty.partitions.len()), (2, 0));
     // The last epoch: the next transaction moves to a fresh producer id.
     let worn = TxnMetadata {
-        producer_epoch: EPOCH_MAX - 1,
+        producer_epoch: ProducerEpoch::MAX.0 - 1,
         ..next
     };
-    let EndOutcome::Prepare(last) =
-        end(Some(&worn), 7, EPOCH_MAX - 1, true, TxnProtocol::V2, 9).expect("end")
-    else {
+    let EndOutcome::Prepare(last) = end(
+        Some(&worn),
+        7,
+        ProducerEpoch::MAX.0 - 1,
+        true,
+        TxnProtocol::V2,
+        9,
+    )
+    .expect("end") else {
         panic!("prepare")
     };
     assert!(needs_next_producer_id(&last));
@@ -233,12 +239,26 @@ fn transactions_v2_bump_the_epoch_and_a_delayed_end_cannot_end_the_next_one() {
     // from that epoch is fenced; once id 8 has ended a transaction, id 7 is no longer
     // the id's producer at all (Kafka: INVALID_PRODUCER_ID_MAPPING).
     assert_eq!(
-        end(Some(&done), 7, EPOCH_MAX - 1, true, TxnProtocol::V2, 11),
+        end(
+            Some(&done),
+            7,
+            ProducerEpoch::MAX.0 - 1,
+            true,
+            TxnProtocol::V2,
+            11
+        ),
         Ok(EndOutcome::AlreadyDone)
     );
     assert_eq!(next_producer(&done), (8, 0));
     assert_eq!(
-        end(Some(&done), 7, EPOCH_MAX - 1, false, TxnProtocol::V2, 11),
+        end(
+            Some(&done),
+            7,
+            ProducerEpoch::MAX.0 - 1,
+            false,
+            TxnProtocol::V2,
+            11
+        ),
         Err(ResponseError::ProducerFenced)
     );
     let EndOutcome::Prepare(later) =
@@ -248,7 +268,14 @@ fn transactions_v2_bump_the_epoch_and_a_delayed_end_cannot_end_the_next_one() {
     };
     let later = complete(&later, 13).expect("complete");
     assert_eq!(
-        end(Some(&later), 7, EPOCH_MAX - 1, true, TxnProtocol::V2, 14),
+        end(
+            Some(&later),
+            7,
+            ProducerEpoch::MAX.0 - 1,
+            true,
+            TxnProtocol::V2,
+            14
+        ),
         Err(ResponseError::InvalidProducerIdMapping)
     );
     assert!(add(Some(&done), 8, 0, &[p("a", 0)], &[], 11).is_ok());
